@@ -1,0 +1,34 @@
+"""The project's own exception hierarchy.
+
+Third-party errors are wrapped (``raise X(...) from exc``) at the edge so
+callers only ever need to catch :class:`LeaderboardError` subclasses.
+"""
+
+
+class LeaderboardError(Exception):
+    """Base class of every error this project raises on purpose."""
+
+
+class ConfigError(LeaderboardError):
+    """Settings or game configuration are invalid; raised before any I/O."""
+
+
+class EncodingError(LeaderboardError):
+    """A value cannot be represented exactly (e.g. a composite score past 2**53)."""
+
+
+class CodecError(LeaderboardError):
+    """A record could not be decoded; ``code`` is the dead-letter code."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+
+
+class ServiceError(LeaderboardError):
+    """A local service (Kafka, Redis) failed to start, stop or answer."""
+
+
+class QueryError(LeaderboardError):
+    """A reader asked for something malformed (unknown window id, bad limit, ...)."""

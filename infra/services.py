@@ -1,0 +1,183 @@
+"""``lb up`` / ``lb down`` / ``lb status``: the local services as one unit.
+
+What runs is recorded in ``<state dir>/services.json`` (pids and ports), so
+``lb up`` twice reuses live servers, ``lb status`` and the settings find the
+ports again, and ``lb down`` stops exactly what was started.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from domain.errors import ServiceError
+from infra import kafka
+from infra import redis as redis_infra
+from infra.process import pid_alive, port_open, stop_pid, wait_until
+from lb.settings import DEFAULT_KAFKA_PORT, DEFAULT_REDIS_PORT
+
+DEFAULT_CLUSTER_BASE_PORT = 37001
+
+
+@dataclass(frozen=True)
+class ServiceDirs:
+    """Layout of the git-ignored state directory."""
+
+    state_dir: Path
+    cache_dir: Path
+
+    @property
+    def record(self) -> Path:
+        return self.state_dir / "services.json"
+
+    def kafka(self, port: int) -> kafka.KafkaLayout:
+        return kafka.KafkaLayout(home=self.state_dir / "kafka", port=port)
+
+    def redis(self, port: int) -> redis_infra.RedisNode:
+        return redis_infra.RedisNode(home=self.state_dir / "redis", port=port)
+
+    def cluster(self, base_port: int) -> list[redis_infra.RedisNode]:
+        return [
+            redis_infra.RedisNode(
+                home=self.state_dir / "cluster" / str(base_port + i),
+                port=base_port + i,
+                cluster=True,
+            )
+            for i in range(redis_infra.CLUSTER_SIZE)
+        ]
+
+
+def read_record(dirs: ServiceDirs) -> dict[str, Any]:
+    """The recorded pids and ports (empty when nothing was started)."""
+    try:
+        data = json.loads(dirs.record.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_record(dirs: ServiceDirs, record: dict[str, Any]) -> None:
+    dirs.state_dir.mkdir(parents=True, exist_ok=True)
+    tmp = dirs.record.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=True))
+    tmp.replace(dirs.record)
+
+
+def up(
+    dirs: ServiceDirs,
+    *,
+    kafka_port: int | None = None,
+    redis_port: int | None = None,
+    cluster: bool = False,
+    cluster_base_port: int | None = None,
+) -> dict[str, Any]:
+    """Start whatever is not already running; returns the status document."""
+    record = read_record(dirs)
+    k_port = kafka_port or record.get("kafka_port") or DEFAULT_KAFKA_PORT
+    r_port = redis_port or record.get("redis_port") or DEFAULT_REDIS_PORT
+
+    if pid_alive(record.get("redis_pid")) and record.get("redis_port") == r_port:
+        node = dirs.redis(r_port)
+        wait_until(lambda: redis_infra.pings(r_port), 30, "Redis", record["redis_pid"], node.log)
+    else:
+        record["redis_pid"] = redis_infra.start_node(dirs.redis(r_port))
+        record["redis_port"] = r_port
+        _write_record(dirs, record)
+
+    if pid_alive(record.get("kafka_pid")) and record.get("kafka_port") == k_port:
+        layout = dirs.kafka(k_port)
+        bootstrap = f"127.0.0.1:{k_port}"
+        wait_until(
+            lambda: kafka.answers_metadata(bootstrap),
+            60,
+            "Kafka",
+            record["kafka_pid"],
+            layout.server_log,
+        )
+    else:
+        record["kafka_pid"] = kafka.start(dirs.kafka(k_port), dirs.cache_dir)
+        record["kafka_port"] = k_port
+        _write_record(dirs, record)
+
+    if cluster:
+        base = cluster_base_port or record.get("cluster_base_port") or DEFAULT_CLUSTER_BASE_PORT
+        nodes = dirs.cluster(base)
+        pids = list(record.get("cluster_pids") or [])
+        if record.get("cluster_base_port") != base:
+            pids = []
+        pids += [None] * (len(nodes) - len(pids))
+        for i, node in enumerate(nodes):
+            if not pid_alive(pids[i]):
+                pids[i] = redis_infra.start_node(node)
+                record["cluster_pids"] = pids
+                record["cluster_base_port"] = base
+                _write_record(dirs, record)
+        redis_infra.create_cluster(nodes)
+    return status(dirs)
+
+
+def status(dirs: ServiceDirs) -> dict[str, Any]:
+    """Where each service listens and whether it answers (``lb status --json``)."""
+    record = read_record(dirs)
+    doc: dict[str, Any] = {}
+    if record.get("kafka_port"):
+        port = record["kafka_port"]
+        doc["kafka"] = f"127.0.0.1:{port}"
+        doc["kafka_up"] = pid_alive(record.get("kafka_pid")) and kafka.answers_metadata(
+            doc["kafka"], 1.0
+        )
+    if record.get("redis_port"):
+        port = record["redis_port"]
+        doc["redis"] = f"redis://127.0.0.1:{port}/0"
+        doc["redis_up"] = pid_alive(record.get("redis_pid")) and redis_infra.pings(port)
+    if record.get("cluster_base_port") and record.get("cluster_pids"):
+        base = record["cluster_base_port"]
+        ports = [base + i for i in range(redis_infra.CLUSTER_SIZE)]
+        doc["redis_cluster"] = [f"redis://127.0.0.1:{p}" for p in ports]
+        doc["redis_cluster_up"] = all(
+            pid_alive(pid) for pid in record.get("cluster_pids") or []
+        ) and redis_infra.cluster_ok(ports[0])
+    return doc
+
+
+def down(dirs: ServiceDirs) -> list[str]:
+    """Stop everything recorded (Kafka first, so nothing writes to a stopped Redis)."""
+    record = read_record(dirs)
+    stopped: list[str] = []
+    if pid_alive(record.get("kafka_pid")):
+        stop_pid(record["kafka_pid"], timeout_s=60)
+        stopped.append("kafka")
+    for pid in record.get("cluster_pids") or []:
+        if pid_alive(pid):
+            stop_pid(pid)
+            stopped.append("redis-cluster-node")
+    if pid_alive(record.get("redis_pid")):
+        stop_pid(record["redis_pid"])
+        stopped.append("redis")
+    for key in ("kafka_pid", "redis_pid", "cluster_pids"):
+        record.pop(key, None)
+    if dirs.record.exists():
+        _write_record(dirs, record)
+    still = [name for name, pid in _all_pids(read_record(dirs)) if pid_alive(pid)]
+    if still:
+        raise ServiceError(f"still running after lb down: {still}")
+    return stopped
+
+
+def _all_pids(record: dict[str, Any]) -> list[tuple[str, int | None]]:
+    pids: list[tuple[str, int | None]] = [
+        ("kafka", record.get("kafka_pid")),
+        ("redis", record.get("redis_pid")),
+    ]
+    pids += [("cluster", pid) for pid in record.get("cluster_pids") or []]
+    return pids
+
+
+def wait_for_port_release(port: int, timeout_s: float = 10.0) -> None:
+    """Block until nothing listens on ``port`` (after a stop)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and port_open("127.0.0.1", port):
+        time.sleep(0.1)

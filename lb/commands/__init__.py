@@ -1,0 +1,1 @@
+"""`lb` subcommands: each module exposes ``register(subparsers)``."""

@@ -1,0 +1,80 @@
+"""``lb up``, ``lb down``, ``lb status``: the local Kafka broker and Redis."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from infra import services
+from lb.settings import Settings
+
+
+def _dirs() -> services.ServiceDirs:
+    settings = Settings.from_env()
+    return services.ServiceDirs(state_dir=settings.state_dir, cache_dir=settings.cache_dir)
+
+
+def _up(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    doc = services.up(
+        _dirs(),
+        kafka_port=args.kafka_port,
+        redis_port=args.redis_port,
+        cluster=args.cluster,
+        cluster_base_port=args.cluster_port,
+    )
+    doc["seconds"] = round(time.monotonic() - started, 2)
+    print(json.dumps(doc) if args.json else _human(doc))
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    stopped = services.down(_dirs())
+    print(
+        json.dumps({"stopped": stopped})
+        if args.json
+        else f"stopped: {', '.join(stopped) or 'nothing'}"
+    )
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    doc = services.status(_dirs())
+    print(json.dumps(doc) if args.json else _human(doc))
+    healthy = all(v for k, v in doc.items() if k.endswith("_up"))
+    return 0 if healthy and doc else 1
+
+
+def _human(doc: dict[str, object]) -> str:
+    if not doc:
+        return "no services recorded (run `lb up`)"
+    lines = []
+    for name in ("kafka", "redis", "redis_cluster"):
+        if name in doc:
+            state = "up" if doc.get(f"{name}_up") else "DOWN"
+            lines.append(f"{name:14} {state:5} {doc[name]}")
+    if "seconds" in doc:
+        lines.append(f"ready in {doc['seconds']}s")
+    return "\n".join(lines)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``up``, ``down`` and ``status``."""
+    up = subparsers.add_parser("up", help="start the local Kafka broker and Redis (idempotent)")
+    up.add_argument("--cluster", action="store_true", help="also start a 3-master Redis Cluster")
+    up.add_argument("--kafka-port", type=int, default=None)
+    up.add_argument("--redis-port", type=int, default=None)
+    up.add_argument("--cluster-port", type=int, default=None, help="first of 3 cluster ports")
+    up.add_argument("--json", action="store_true")
+    up.set_defaults(handler=_up)
+
+    down = subparsers.add_parser("down", help="stop every local service lb up started")
+    down.add_argument("--json", action="store_true")
+    down.set_defaults(handler=_down)
+
+    status = subparsers.add_parser(
+        "status", help="where the services listen and whether they answer"
+    )
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=_status)

@@ -1,0 +1,173 @@
+"""The one settings object, read from the environment once, at the edge.
+
+Every other module takes the values it needs as arguments; nothing else in
+the project reads ``os.environ``. With nothing set, every address points at
+the services ``lb up`` starts (ports recorded in ``<state dir>/services.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from domain.errors import ConfigError
+
+#: Insecure development key used only when ``LB_HMAC_KEYS`` is unset, so the
+#: demo works out of the box. ``lb run`` warns whenever it is in use.
+DEV_KEYRING = "dev1:6c622d6465762d6b65792d646f2d6e6f742d7573652d696e2d70726f64756374"
+
+DEFAULT_KAFKA_PORT = 39092
+DEFAULT_REDIS_PORT = 36379
+
+
+class Secret(str):
+    """A string whose ``repr``/``str`` never reveal the value (use ``.reveal()``)."""
+
+    __slots__ = ()
+
+    def reveal(self) -> str:
+        """The secret value itself; call only where it is handed to a client."""
+        return str.__str__(self)
+
+    def __repr__(self) -> str:
+        return "Secret('***')" if self.reveal() else "Secret('')"
+
+    def __str__(self) -> str:
+        return "***" if self.reveal() else ""
+
+
+def _default_state_dir() -> Path:
+    return Path.cwd() / ".lb"
+
+
+def _recorded_ports(state_dir: Path) -> dict[str, Any]:
+    path = state_dir / "services.json"
+    try:
+        data = json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the job, the CLI and the services need, validated on construction."""
+
+    kafka_bootstrap: str
+    redis_url: Secret
+    topic: str = "score-events"
+    dlq_topic: str = "score-events.dlq"
+    hmac_keys: Secret = field(default_factory=lambda: Secret(DEV_KEYRING))
+    games_file: Path | None = None
+    state_dir: Path = field(default_factory=_default_state_dir)
+    #: Downloads kept across ``lb down`` and fresh clones (Kafka jars).
+    cache_dir: Path = field(default_factory=lambda: Path.home() / ".cache" / "realtime-leaderboard")
+    #: Extra librdkafka properties (security.protocol, sasl.*, ssl.*), passed through.
+    kafka_extra: Mapping[str, str] = field(default_factory=dict)
+    redis_username: str | None = None
+    redis_password: Secret | None = None
+    redis_tls_ca: Path | None = None
+    batch_ms: int = 50
+    batch_max: int = 5000
+    snapshot_interval_s: int = 5
+    dedupe_horizon_s: int = 600
+
+    def __post_init__(self) -> None:
+        if not self.kafka_bootstrap:
+            raise ConfigError("LB_KAFKA_BOOTSTRAP is empty")
+        scheme = urlsplit(self.redis_url.reveal()).scheme
+        if scheme not in ("redis", "rediss", "unix"):
+            raise ConfigError(
+                f"LB_REDIS_URL must be redis://, rediss:// or unix://, got {scheme!r}"
+            )
+        if not self.topic or not self.dlq_topic:
+            raise ConfigError("LB_TOPIC and LB_DLQ_TOPIC must not be empty")
+        if self.topic == self.dlq_topic:
+            raise ConfigError("LB_DLQ_TOPIC must differ from LB_TOPIC")
+        if not 1 <= self.batch_ms <= 1000:
+            raise ConfigError(f"LB_BATCH_MS must be within 1..1000, got {self.batch_ms}")
+        if self.batch_max < 1:
+            raise ConfigError(f"LB_BATCH_MAX must be positive, got {self.batch_max}")
+        if self.snapshot_interval_s < 1:
+            raise ConfigError("LB_SNAPSHOT_INTERVAL_S must be at least 1")
+        if self.dedupe_horizon_s < 1:
+            raise ConfigError("LB_DEDUPE_HORIZON_S must be at least 1")
+        if self.games_file is not None and not self.games_file.is_file():
+            raise ConfigError(f"LB_GAMES points at {self.games_file}, which is not a file")
+
+    @property
+    def uses_dev_keys(self) -> bool:
+        """True when the insecure built-in development key is in use."""
+        return self.hmac_keys.reveal() == DEV_KEYRING
+
+    def recovery_dir(self, flow: str) -> Path:
+        """Bytewax recovery store for one (flow, topic): two topics never share one."""
+        safe_topic = "".join(c if c.isalnum() or c in "._-" else "_" for c in self.topic)
+        return self.state_dir / "recovery" / flow / safe_topic
+
+    def kafka_config(self) -> dict[str, str]:
+        """Librdkafka client properties: bootstrap plus any security passthrough."""
+        return {"bootstrap.servers": self.kafka_bootstrap, **dict(self.kafka_extra)}
+
+    def redis_display_url(self) -> str:
+        """The Redis URL with any password masked, safe to print or log."""
+        parts = urlsplit(self.redis_url.reveal())
+        netloc = parts.netloc
+        if "@" in netloc:
+            creds, host = netloc.rsplit("@", 1)
+            user = creds.split(":", 1)[0]
+            netloc = f"{user}:***@{host}" if ":" in creds else f"{user}@{host}"
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read and validate the ``LB_*`` variables (``os.environ`` when not given)."""
+        env = os.environ if env is None else env
+        state_dir = Path(env.get("LB_STATE_DIR") or _default_state_dir()).resolve()
+        recorded = _recorded_ports(state_dir)
+        kafka_port = recorded.get("kafka_port", DEFAULT_KAFKA_PORT)
+        redis_port = recorded.get("redis_port", DEFAULT_REDIS_PORT)
+        topic = env.get("LB_TOPIC") or "score-events"
+        games = env.get("LB_GAMES")
+        extra = {
+            key[len("LB_KAFKA_X_") :].lower().replace("_", "."): value
+            for key, value in env.items()
+            if key.startswith("LB_KAFKA_X_")
+        }
+        password = env.get("LB_REDIS_PASSWORD")
+        ca = env.get("LB_REDIS_TLS_CA")
+        return cls(
+            kafka_bootstrap=env.get("LB_KAFKA_BOOTSTRAP") or f"127.0.0.1:{kafka_port}",
+            redis_url=Secret(env.get("LB_REDIS_URL") or f"redis://127.0.0.1:{redis_port}/0"),
+            topic=topic,
+            dlq_topic=env.get("LB_DLQ_TOPIC") or f"{topic}.dlq",
+            hmac_keys=Secret(env.get("LB_HMAC_KEYS") or DEV_KEYRING),
+            games_file=Path(games) if games else None,
+            state_dir=state_dir,
+            cache_dir=Path(
+                env.get("LB_CACHE_DIR") or Path.home() / ".cache" / "realtime-leaderboard"
+            ).resolve(),
+            kafka_extra=extra,
+            redis_username=env.get("LB_REDIS_USERNAME") or None,
+            redis_password=Secret(password) if password else None,
+            redis_tls_ca=Path(ca) if ca else None,
+            batch_ms=_int(env, "LB_BATCH_MS", 50),
+            batch_max=_int(env, "LB_BATCH_MAX", 5000),
+            snapshot_interval_s=_int(env, "LB_SNAPSHOT_INTERVAL_S", 5),
+            dedupe_horizon_s=_int(env, "LB_DEDUPE_HORIZON_S", 600),
+        )
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what the project needs on a fresh machine of this kind, idempotently:
+# Debian's redis-server/redis-tools, a JRE and Maven (for the Kafka broker), and
+# the Python virtualenv at .venv with the pinned dependencies.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v redis-cli >/dev/null || need+=(redis-tools)
+command -v java >/dev/null || need+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null || need+=(maven)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing system packages: ${need[*]} (install them with apt-get as root)" >&2
+    exit 2
+  fi
+  echo "installing ${need[*]} with apt-get" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null || PY=python3
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+if [ ! -f .venv/.installed ] || [ pyproject.toml -nt .venv/.installed ]; then
+  .venv/bin/pip install -q --upgrade pip==26.3
+  .venv/bin/pip install -q -e '.[dev]'
+  touch .venv/.installed
+fi

@@ -1,0 +1,121 @@
+"""Shared fixtures: real services, one topic and one key namespace per test.
+
+The session brings Kafka and Redis up through ``infra.services`` (reusing
+servers that already run) and stops at the end only what it started itself,
+unless ``LB_KEEP_SERVICES=1``. Nothing here mocks Kafka or Redis.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _dirs() -> Any:
+    from infra.services import ServiceDirs
+    from lb.settings import Settings
+
+    settings = Settings.from_env()
+    return ServiceDirs(state_dir=settings.state_dir, cache_dir=settings.cache_dir)
+
+
+def _unique(prefix: str, request: pytest.FixtureRequest) -> str:
+    name = "".join(c if c.isalnum() else "-" for c in request.node.name)[:40].strip("-")
+    return f"{prefix}-{name}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def services() -> Iterator[dict[str, Any]]:
+    """Kafka + standalone Redis, started (or reused) for the whole session."""
+    from infra import services as svc
+
+    dirs = _dirs()
+    before = svc.status(dirs)
+    already = bool(before.get("kafka_up") and before.get("redis_up"))
+    doc = svc.up(dirs)
+    yield doc
+    if not already and os.environ.get("LB_KEEP_SERVICES") != "1":
+        svc.down(dirs)
+
+
+@pytest.fixture(scope="session")
+def cluster_services(services: dict[str, Any]) -> Iterator[list[str]]:
+    """The local 3-master Redis Cluster (started on first use)."""
+    from infra import services as svc
+
+    doc = svc.up(_dirs(), cluster=True)
+    yield list(doc["redis_cluster"])
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(services: dict[str, Any]) -> str:
+    return str(services["kafka"])
+
+
+@pytest.fixture(scope="session")
+def redis_url(services: dict[str, Any]) -> str:
+    return str(services["redis"])
+
+
+@pytest.fixture
+def topic(kafka_bootstrap: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh 4-partition topic (and its ``.dlq``) for this test only; deleted after."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = _unique("t", request)
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=4), NewTopic(f"{name}.dlq", num_partitions=4)]
+    )
+    for future in futures.values():
+        future.result(timeout=30)
+    yield name
+    for future in admin.delete_topics([name, f"{name}.dlq"]).values():
+        with contextlib.suppress(Exception):  # best-effort cleanup
+            future.result(timeout=30)
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest) -> str:
+    """A Redis key prefix owned by this test (keys are ``<namespace>:{game}:...``)."""
+    return _unique("t", request).replace("-", "")[:48]
+
+
+@pytest.fixture
+def redis_client(redis_url: str, namespace: str) -> Iterator[Any]:
+    """A client of the standalone Redis; this test's namespace is deleted after."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    _delete_namespace(client, namespace)
+    client.close()
+
+
+@pytest.fixture
+def cluster_client(cluster_services: list[str], namespace: str) -> Iterator[Any]:
+    """A cluster-aware client of the local Redis Cluster; namespace deleted after."""
+    from redis.cluster import RedisCluster
+
+    client = RedisCluster.from_url(cluster_services[0])
+    yield client
+    for node in client.get_primaries():
+        conn = client.get_redis_connection(node)
+        _delete_namespace(conn, namespace)
+    client.close()
+
+
+def _delete_namespace(client: Any, namespace: str) -> None:
+    """Delete every key of the namespace, one DEL each (safe on cluster nodes)."""
+    pipe = client.pipeline(transaction=False)
+    for key in client.scan_iter(match=f"{namespace}:*", count=1000):
+        pipe.delete(key)
+    pipe.execute()

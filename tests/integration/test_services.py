@@ -1,0 +1,156 @@
+"""The foundation against the real engines: Kafka round trips, Redis, Redis Cluster,
+and the service lifecycle (idempotent up, restart keeps data, down leaves nothing)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from infra import services as svc
+from infra.process import pid_alive, port_open
+
+pytestmark = pytest.mark.integration
+
+
+def _consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> list[Any]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: list[Any] = []
+    idle = 0
+    while len(got) < expected and idle < 50:
+        batch = consumer.consume(num_messages=1000, timeout=0.2)
+        idle = 0 if batch else idle + 1
+        for msg in batch:
+            assert msg.error() is None, msg.error()
+            got.append(msg)
+    consumer.close()
+    return got
+
+
+def test_kafka_produce_and_read_back(kafka_bootstrap: str, topic: str) -> None:
+    producer = Producer(
+        {"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True, "acks": "all"}
+    )
+    sent = {f"player-{i}".encode(): f"value-{i}".encode() for i in range(500)}
+    for key, value in sent.items():
+        producer.produce(
+            topic, key=key, value=value, timestamp=1_700_000_000_000, headers={"h": b"1"}
+        )
+    assert producer.flush(30) == 0
+    got = _consume_all(kafka_bootstrap, topic, 4, len(sent))
+    assert {m.key(): m.value() for m in got} == sent
+    assert {m.timestamp()[1] for m in got} == {1_700_000_000_000}
+    assert all(m.headers() == [("h", b"1")] for m in got)
+    # Same key, same partition: the producer's partitioner keeps a player's events ordered.
+    by_key: dict[bytes, set[int]] = {}
+    for m in got:
+        by_key.setdefault(m.key(), set()).add(m.partition())
+    assert all(len(parts) == 1 for parts in by_key.values())
+    assert len({m.partition() for m in got}) > 1
+
+
+def test_redis_sorted_set_round_trip(redis_client: Any, namespace: str) -> None:
+    key = f"{namespace}:{{g1}}:alltime"
+    redis_client.zadd(key, {"p1": 10.0, "p2": 30.0, "p3": 20.0})
+    assert redis_client.zrevrange(key, 0, -1, withscores=True) == [
+        (b"p2", 30.0),
+        (b"p3", 20.0),
+        (b"p1", 10.0),
+    ]
+    assert redis_client.zrevrank(key, "p1") == 2
+    info = redis_client.config_get("appendonly")
+    assert info["appendonly"] == "yes"
+    assert redis_client.config_get("appendfsync")["appendfsync"] == "everysec"
+
+
+@pytest.mark.cluster
+def test_redis_cluster_spreads_slots_and_keeps_hash_tags_together(
+    cluster_client: Any, namespace: str
+) -> None:
+    nodes: dict[int, set[str]] = {}
+    for game in range(30):
+        for window in ("alltime", "weekly:2026-W18", "daily:2026-05-04"):
+            key = f"{namespace}:{{g{game}}}:{window}"
+            cluster_client.zadd(key, {"p1": float(game)})
+            nodes.setdefault(game, set()).add(cluster_client.get_node_from_key(key).name)
+    # One game's windows share a slot (so a MULTI over them is legal) ...
+    assert all(len(names) == 1 for names in nodes.values())
+    # ... and games spread over all three masters.
+    assert len({next(iter(n)) for n in nodes.values()}) == 3
+    key = f"{namespace}:{{g7}}:alltime"
+    node = cluster_client.get_node_from_key(key)
+    conn = cluster_client.get_redis_connection(node)
+    pipe = conn.pipeline(transaction=True)
+    pipe.zadd(key, {"p2": 5.0})
+    pipe.zadd(f"{namespace}:{{g7}}:daily:2026-05-04", {"p2": 5.0})
+    assert pipe.execute() == [1, 1]
+    assert cluster_client.zcard(key) == 2
+
+
+@pytest.mark.slow
+def test_service_lifecycle_in_a_private_state_dir(tmp_path: Path, services: dict[str, Any]) -> None:
+    """Own ports and state dir: up twice is harmless, a broker restart keeps records,
+    down leaves no process and no listener."""
+    from lb.settings import Settings
+
+    cache = Settings.from_env().cache_dir
+    dirs = svc.ServiceDirs(state_dir=tmp_path / "state", cache_dir=cache)
+    ports = {"kafka_port": 39592, "redis_port": 36979}
+    try:
+        first = svc.up(dirs, **ports)
+        record = svc.read_record(dirs)
+        second = svc.up(dirs, **ports)
+        assert first == second
+        assert svc.read_record(dirs) == record, "second up must reuse the running servers"
+
+        bootstrap = first["kafka"]
+        topic = f"lifecycle-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, num_partitions=2)])[topic].result(timeout=30)
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        for i in range(100):
+            producer.produce(topic, key=str(i).encode(), value=str(i).encode())
+        assert producer.flush(30) == 0
+
+        svc.down(dirs)
+        assert not port_open("127.0.0.1", ports["kafka_port"])
+        svc.up(dirs, **ports)
+        got = _consume_all(bootstrap, topic, 2, 100)
+        assert sorted(int(m.value()) for m in got) == list(range(100))
+
+        # The CLI speaks the same record: status --json names both services.
+        cli = subprocess.run(
+            [sys.executable, "-m", "lb.cli", "status", "--json"],
+            capture_output=True,
+            text=True,
+            env={
+                "LB_STATE_DIR": str(dirs.state_dir),
+                "PATH": "/usr/bin:/bin",
+                "HOME": str(Path.home()),
+            },
+            check=True,
+        )
+        doc = json.loads(cli.stdout)
+        assert doc["kafka"] == f"127.0.0.1:{ports['kafka_port']}"
+        assert doc["redis"] == f"redis://127.0.0.1:{ports['redis_port']}/0"
+    finally:
+        pids = [p for _, p in svc._all_pids(svc.read_record(dirs))]
+        svc.down(dirs)
+    assert not any(pid_alive(p) for p in pids)
+    assert not port_open("127.0.0.1", ports["kafka_port"])
+    assert not port_open("127.0.0.1", ports["redis_port"])

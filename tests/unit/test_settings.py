@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from domain.errors import ConfigError
+from lb.settings import DEV_KEYRING, Settings
+
+pytestmark = pytest.mark.unit
+
+
+def test_defaults_point_at_what_lb_up_recorded(tmp_path: Path) -> None:
+    (tmp_path / "services.json").write_text(json.dumps({"kafka_port": 41000, "redis_port": 41001}))
+    s = Settings.from_env({"LB_STATE_DIR": str(tmp_path)})
+    assert s.kafka_bootstrap == "127.0.0.1:41000"
+    assert s.redis_url.reveal() == "redis://127.0.0.1:41001/0"
+    assert (s.topic, s.dlq_topic) == ("score-events", "score-events.dlq")
+    assert s.uses_dev_keys and s.hmac_keys.reveal() == DEV_KEYRING
+
+
+def test_dlq_follows_topic_and_recovery_is_per_topic_and_flow(tmp_path: Path) -> None:
+    s = Settings.from_env({"LB_STATE_DIR": str(tmp_path), "LB_TOPIC": "scores-eu"})
+    assert s.dlq_topic == "scores-eu.dlq"
+    other = Settings.from_env({"LB_STATE_DIR": str(tmp_path), "LB_TOPIC": "scores-us"})
+    assert s.recovery_dir("boards") != other.recovery_dir("boards")
+    assert s.recovery_dir("boards") != s.recovery_dir("rebuild")
+
+
+def test_secrets_never_print(tmp_path: Path) -> None:
+    s = Settings.from_env(
+        {
+            "LB_STATE_DIR": str(tmp_path),
+            "LB_HMAC_KEYS": "k1:deadbeefcafe",
+            "LB_REDIS_URL": "redis://app:hunter2@127.0.0.1:6379/0",
+            "LB_REDIS_PASSWORD": "s3cret-pw",
+            "LB_KAFKA_X_SASL_USERNAME": "svc",
+        }
+    )
+    text = repr(s) + str(s)
+    assert "deadbeefcafe" not in text and "hunter2" not in text and "s3cret-pw" not in text
+    assert s.redis_display_url() == "redis://app:***@127.0.0.1:6379/0"
+    assert s.kafka_config()["sasl.username"] == "svc"
+    assert s.hmac_keys.reveal() == "k1:deadbeefcafe"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"LB_REDIS_URL": "http://x"}, "LB_REDIS_URL"),
+        ({"LB_TOPIC": "a", "LB_DLQ_TOPIC": "a"}, "LB_DLQ_TOPIC"),
+        ({"LB_BATCH_MS": "abc"}, "LB_BATCH_MS"),
+        ({"LB_BATCH_MS": "0"}, "LB_BATCH_MS"),
+        ({"LB_GAMES": "/nonexistent/games.toml"}, "LB_GAMES"),
+    ],
+)
+def test_bad_settings_are_refused_with_the_variable_named(
+    tmp_path: Path, env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        Settings.from_env({"LB_STATE_DIR": str(tmp_path), **env})
+
+
+def test_settings_are_frozen(tmp_path: Path) -> None:
+    s = Settings.from_env({"LB_STATE_DIR": str(tmp_path)})
+    with pytest.raises(AttributeError):
+        s.topic = "other"  # type: ignore[misc]
