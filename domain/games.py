@@ -1,0 +1,354 @@
+"""Per-game board configuration and the catalog read from ``LB_GAMES``.
+
+A game's bounds decide whether its composite scores stay exact in a double,
+so every configuration is checked when the catalog is built, before the job
+touches Kafka or Redis: a game that cannot fit is refused at start-up with a
+message saying what would fit, instead of corrupting ranks later.
+
+The TOML reference (every key, its default and how to choose it) is
+``docs/GAMES.md``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from domain.errors import ConfigError
+from domain.scoring import TieCodec, TieResolution
+from domain.windows import DAY_MS, WEEK_MS, Window, WindowKind
+
+__all__ = ["GameCatalog", "GameConfig", "Operator", "valid_game_id"]
+
+_GAME_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def _utc_ms(year: int, month: int, day: int) -> int:
+    return int(dt.datetime(year, month, day, tzinfo=dt.UTC).timestamp()) * 1000
+
+
+class Operator(enum.StrEnum):
+    """How a new score combines with the player's current board value."""
+
+    BEST = "best"
+    INCR = "incr"
+    SET = "set"
+
+
+def valid_game_id(s: str) -> bool:
+    """Whether ``s`` can name a game.
+
+    Game ids go inside Redis hash tags (``lb:{<game>}:…``) and key names, so
+    only characters that cannot close a tag or split a key are allowed.
+    """
+    return _GAME_ID.fullmatch(s) is not None
+
+
+@dataclass(frozen=True)
+class GameConfig:
+    """The board rules of one game. Defaults are the built-in game.
+
+    Durations are milliseconds except the retentions, which are seconds
+    because they become Redis expiry offsets.
+    """
+
+    operator: Operator = Operator.BEST
+    max_score: int = 10_000_000
+    tie_resolution: TieResolution = TieResolution.S
+    windows: tuple[WindowKind, ...] = (WindowKind.ALLTIME, WindowKind.WEEKLY, WindowKind.DAILY)
+    shards: int = 1
+    exact_tier: int = 1_000_000
+    lateness_ms: int = 3_600_000
+    """Grace after a windowed board closes during which late events still update it."""
+    future_skew_ms: int = 300_000
+    daily_retention_s: int = 172_800
+    """How long a closed daily board's key lives after the day ends."""
+    weekly_retention_s: int = 1_209_600
+    alltime_origin_ms: int = _utc_ms(2020, 1, 1)
+    alltime_until_ms: int = _utc_ms(2040, 1, 1)
+    """Exclusive end of the all-time tie-break range; later events cannot be encoded."""
+
+    def codec(self, window: Window) -> TieCodec:
+        """The composite encoding of ``window``'s board.
+
+        A windowed board only needs slots for its own period, which is why daily
+        boards can hold far larger scores than the all-time board at the same
+        resolution.
+        """
+        if window.start_ms is None or window.end_ms is None:
+            return TieCodec(
+                self.alltime_origin_ms,
+                self.alltime_until_ms - self.alltime_origin_ms,
+                self.tie_resolution,
+            )
+        return TieCodec(window.start_ms, window.end_ms - window.start_ms, self.tie_resolution)
+
+    def expire_at_ms(self, window: Window) -> int | None:
+        """When a window's key may be dropped (``None``: never, for all-time)."""
+        if window.end_ms is None:
+            return None
+        retention_s = (
+            self.daily_retention_s if window.kind is WindowKind.DAILY else self.weekly_retention_s
+        )
+        return window.end_ms + retention_s * 1000
+
+    def is_late(self, window: Window, record_ts_ms: int) -> bool:
+        """Whether a record (by its Kafka timestamp) arrives after the board's grace.
+
+        Judged on the record timestamp, not the wall clock, so a replay decides
+        every record the same way. The all-time board never closes.
+        """
+        if window.end_ms is None:
+            return False
+        return record_ts_ms > window.end_ms + self.lateness_ms
+
+    def validate(self, name: str) -> None:
+        """Refuse a configuration that cannot be served exactly; ``name`` is for messages."""
+        for key in ("max_score", "shards", "exact_tier", "daily_retention_s", "weekly_retention_s"):
+            value = getattr(self, key)
+            if value <= 0:
+                raise ConfigError(f"game {name!r}: {key} must be positive, got {value}")
+        for key in ("lateness_ms", "future_skew_ms"):
+            value = getattr(self, key)
+            if value < 0:
+                raise ConfigError(f"game {name!r}: {key} must be >= 0, got {value}")
+        if not self.windows:
+            raise ConfigError(f"game {name!r}: windows must name at least one window")
+        if len(set(self.windows)) != len(self.windows):
+            raise ConfigError(f"game {name!r}: windows lists a window twice: {self.windows}")
+        if self.alltime_until_ms <= self.alltime_origin_ms:
+            raise ConfigError(f"game {name!r}: alltime_until must be after alltime_origin")
+        # A late write after the key expired would recreate the board with only
+        # the late players in it, so the key must outlive the grace period.
+        for kind, retention_s in (
+            (WindowKind.DAILY, self.daily_retention_s),
+            (WindowKind.WEEKLY, self.weekly_retention_s),
+        ):
+            if kind in self.windows and retention_s * 1000 < self.lateness_ms:
+                raise ConfigError(
+                    f"game {name!r}: {kind.value} retention ({retention_s} s) is shorter "
+                    f"than the lateness grace ({self.lateness_ms // 1000} s); late events "
+                    f"would recreate an expired board"
+                )
+        for kind in self.windows:
+            fits = self.codec(_representative(kind)).max_score
+            if self.max_score > fits:
+                raise ConfigError(_bound_message(name, kind, self, fits))
+
+
+def _representative(kind: WindowKind) -> Window:
+    """A window of ``kind`` with the same length as every other (UTC has no DST)."""
+    if kind is WindowKind.DAILY:
+        return Window(kind, "daily:1970-01-01", 0, DAY_MS)
+    if kind is WindowKind.WEEKLY:
+        return Window(kind, "weekly:1970-W01", -3 * DAY_MS, -3 * DAY_MS + WEEK_MS)
+    return Window(kind, "alltime", None, None)
+
+
+_COARSER = {
+    TieResolution.MS: (TieResolution.S, TieResolution.MIN, TieResolution.NONE),
+    TieResolution.S: (TieResolution.MIN, TieResolution.NONE),
+    TieResolution.MIN: (TieResolution.NONE,),
+    TieResolution.NONE: (),
+}
+
+
+def _bound_message(name: str, kind: WindowKind, config: GameConfig, fits: int) -> str:
+    res = config.tie_resolution
+    message = (
+        f"game {name!r}: max_score {config.max_score} does not fit the {kind.value} board "
+        f"exactly at tie_resolution {res.value!r}; the largest max_score that fits is {fits}"
+    )
+    span_ms = config.codec(_representative(kind)).span_ms
+    hints = []
+    for coarser in _COARSER[res]:
+        room = TieCodec(0, span_ms, coarser).max_score
+        if room >= config.max_score:
+            hints.append(f"{coarser.value!r} (fits up to {room})")
+    if hints:
+        message += "; or use a coarser tie_resolution: " + ", ".join(hints)
+    elif kind is WindowKind.ALLTIME and res is not TieResolution.NONE:
+        message += "; or shorten alltime_origin..alltime_until"
+    return message
+
+
+# --- the TOML catalog -------------------------------------------------------------------
+
+
+def _positive_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"expected a positive integer, got {value!r}")
+    return value
+
+
+def _non_negative_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"expected an integer >= 0, got {value!r}")
+    return value
+
+
+def _enum_parser(enum_type: type[enum.StrEnum]) -> Callable[[Any], Any]:
+    def parse(value: Any) -> Any:
+        allowed = ", ".join(repr(member.value) for member in enum_type)
+        if not isinstance(value, str) or value not in enum_type._value2member_map_:
+            raise ValueError(f"expected one of {allowed}, got {value!r}")
+        return enum_type(value)
+
+    return parse
+
+
+def _windows(value: Any) -> tuple[WindowKind, ...]:
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"expected a non-empty list of window kinds, got {value!r}")
+    kinds = tuple(_enum_parser(WindowKind)(item) for item in value)
+    if len(set(kinds)) != len(kinds):
+        raise ValueError(f"lists a window twice: {value!r}")
+    return kinds
+
+
+def _date_ms(value: Any) -> int:
+    if isinstance(value, str):
+        try:
+            value = dt.date.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f'expected an ISO date like "2020-01-01", got {value!r}') from None
+    if isinstance(value, dt.datetime) or not isinstance(value, dt.date):
+        raise ValueError(f'expected an ISO date like "2020-01-01", got {value!r}')
+    return _utc_ms(value.year, value.month, value.day)
+
+
+def _seconds_to_ms(parse: Callable[[Any], int]) -> Callable[[Any], int]:
+    return lambda value: parse(value) * 1000
+
+
+# TOML key -> (GameConfig field, parser of the raw TOML value).
+_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "operator": ("operator", _enum_parser(Operator)),
+    "max_score": ("max_score", _positive_int),
+    "tie_resolution": ("tie_resolution", _enum_parser(TieResolution)),
+    "windows": ("windows", _windows),
+    "shards": ("shards", _positive_int),
+    "exact_tier": ("exact_tier", _positive_int),
+    "lateness_seconds": ("lateness_ms", _seconds_to_ms(_non_negative_int)),
+    "future_skew_seconds": ("future_skew_ms", _seconds_to_ms(_non_negative_int)),
+    "daily_retention_seconds": ("daily_retention_s", _positive_int),
+    "weekly_retention_seconds": ("weekly_retention_s", _positive_int),
+    "alltime_origin": ("alltime_origin_ms", _date_ms),
+    "alltime_until": ("alltime_until_ms", _date_ms),
+}
+
+
+def _layer(base: GameConfig, table: Any, source: str, where: str) -> GameConfig:
+    """``base`` with the keys of one TOML table applied; unknown keys are refused."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: {where} must be a table, got {table!r}")
+    changes: dict[str, Any] = {}
+    for key, raw in table.items():
+        if key not in _KEYS:
+            known = ", ".join(sorted(_KEYS))
+            raise ConfigError(f"{source}: {where} unknown key {key!r} (known keys: {known})")
+        field, parse = _KEYS[key]
+        try:
+            changes[field] = parse(raw)
+        except ValueError as exc:
+            raise ConfigError(f"{source}: {where} {key}: {exc}") from exc
+    return replace(base, **changes)
+
+
+class GameCatalog:
+    """Which games exist and with what rules.
+
+    ``lookup`` answers ``None`` for a game the catalog does not serve; the
+    caller dead-letters its events as ``UNKNOWN_GAME``. Every configuration is
+    validated when the catalog is built.
+    """
+
+    def __init__(self, games: Mapping[str, GameConfig], default: GameConfig | None) -> None:
+        for game_id, config in games.items():
+            if not valid_game_id(game_id):
+                raise ConfigError(f"invalid game id {game_id!r}: allowed [A-Za-z0-9._-]{{1,64}}")
+            config.validate(game_id)
+        if default is not None:
+            default.validate("[default]")
+        self._games = dict(games)
+        self._default = default
+
+    @classmethod
+    def builtin(cls) -> GameCatalog:
+        """The catalog without ``LB_GAMES``: every game takes the built-in defaults."""
+        return cls({}, GameConfig())
+
+    @classmethod
+    def from_toml(cls, text: str, source: str = "<string>") -> GameCatalog:
+        """Parse a catalog; ``source`` names the file in error messages."""
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+        unknown = sorted(set(doc) - {"default", "games"})
+        if unknown:
+            raise ConfigError(
+                f"{source}: unknown top-level key(s) {unknown}; "
+                f'expected [default] and [games."<gameId>"] tables'
+            )
+        default: GameConfig | None = None
+        if "default" in doc:
+            default = _layer(GameConfig(), doc["default"], source, "[default]")
+            _checked(default, "[default]", source, "[default]")
+        base = default if default is not None else GameConfig()
+        games_table = doc.get("games", {})
+        if not isinstance(games_table, dict):
+            raise ConfigError(f'{source}: games must hold [games."<gameId>"] tables')
+        games: dict[str, GameConfig] = {}
+        for game_id, table in games_table.items():
+            where = f"[games.{_quoted(game_id)}]"
+            if not valid_game_id(game_id):
+                raise ConfigError(
+                    f"{source}: {where} invalid game id {game_id!r}: "
+                    f"allowed characters are A-Z a-z 0-9 . _ - (1 to 64 of them)"
+                )
+            games[game_id] = _layer(base, table, source, where)
+            _checked(games[game_id], game_id, source, where)
+        return cls(games, default)
+
+    @classmethod
+    def load(cls, path: Path) -> GameCatalog:
+        """Read and parse the catalog file named by ``LB_GAMES``."""
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: cannot read game catalog: {exc}") from exc
+        return cls.from_toml(text, source=str(path))
+
+    def lookup(self, game_id: str) -> GameConfig | None:
+        """The rules of ``game_id``; ``None`` if it is not served (or not a valid id)."""
+        config = self._games.get(game_id)
+        if config is not None:
+            return config
+        if self._default is None or not valid_game_id(game_id):
+            return None
+        return self._default
+
+    def games(self) -> Mapping[str, GameConfig]:
+        """The explicitly configured games (not those served by ``[default]``)."""
+        return MappingProxyType(self._games)
+
+
+def _quoted(game_id: str) -> str:
+    escaped = game_id.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
+
+
+def _checked(config: GameConfig, name: str, source: str, where: str) -> None:
+    """Validate one parsed table, naming the file and table in the message."""
+    try:
+        config.validate(name)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {where}: {exc}") from exc
