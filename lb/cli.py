@@ -21,6 +21,7 @@ COMMANDS: tuple[str, ...] = (
     "run",
     "rebuild",
     "read",
+    "demo",
 )
 
 

@@ -76,6 +76,8 @@ class Settings:
     batch_max: int = 5000
     snapshot_interval_s: int = 5
     dedupe_horizon_s: int = 600
+    #: Redis key namespace (``<ns>:{game}:...``); tests and ``lb rebuild`` use others.
+    namespace: str = "lb"
 
     def __post_init__(self) -> None:
         if not self.kafka_bootstrap:
@@ -95,6 +97,10 @@ class Settings:
             raise ConfigError(f"LB_BATCH_MAX must be positive, got {self.batch_max}")
         if self.snapshot_interval_s < 1:
             raise ConfigError("LB_SNAPSHOT_INTERVAL_S must be at least 1")
+        if not self.namespace or any(c in self.namespace for c in "{}: "):
+            raise ConfigError(
+                f"LB_NAMESPACE must be non-empty without {{}}: or spaces: {self.namespace!r}"
+            )
         if self.dedupe_horizon_s < 1:
             raise ConfigError("LB_DEDUPE_HORIZON_S must be at least 1")
         if self.games_file is not None and not self.games_file.is_file():
@@ -160,6 +166,7 @@ class Settings:
             batch_max=_int(env, "LB_BATCH_MAX", 5000),
             snapshot_interval_s=_int(env, "LB_SNAPSHOT_INTERVAL_S", 5),
             dedupe_horizon_s=_int(env, "LB_DEDUPE_HORIZON_S", 600),
+            namespace=env.get("LB_NAMESPACE") or "lb",
         )
 
 

@@ -1,0 +1,40 @@
+"""The score event as the rest of the pipeline sees it, independent of Avro.
+
+Decoding turns wire bytes into this plain value once, at the edge, so every
+rule downstream (signature, bounds, windows) works on typed fields instead of
+dicts. Field meanings follow ``schemas/score_event.v1.avsc``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class EventKind(enum.StrEnum):
+    """What an event asks of the boards; the value is the Avro enum symbol."""
+
+    #: Offer a score to every board of the game (the operator decides if it counts).
+    SCORE = "SCORE"
+    #: Remove the player from every board of the game (e.g. a banned cheater).
+    RETRACT = "RETRACT"
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreEvent:
+    """One signed score event, exactly as produced by a game server.
+
+    Frozen so an event cannot be altered after its signature was checked;
+    slotted because the job holds and pickles many of them per second.
+    ``ts_ms`` is event time (when the score was achieved) in epoch
+    milliseconds, kept as an int: it is exact and cheap, unlike a datetime.
+    """
+
+    event_id: str
+    game_id: str
+    player_id: str
+    score: int
+    ts_ms: int
+    kind: EventKind
+    key_id: str
+    sig: bytes

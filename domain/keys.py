@@ -1,0 +1,65 @@
+"""The Redis key layout, in one place.
+
+Every key of one board group carries the same hash tag, so a group's boards
+and its bookkeeping share one cluster slot and can change in one MULTI/EXEC:
+
+==================================  ==========================================
+``<ns>:{<tag>}:alltime``            all-time board (sorted set)
+``<ns>:{<tag>}:weekly:2026-W18``    ISO-week board, expires after retention
+``<ns>:{<tag>}:daily:2026-05-04``   UTC-day board, expires after retention
+``<ns>:{<tag>}:meta:wm``            hash ``<topic>/<partition>`` -> last applied offset
+``<ns>:{<tag>}:meta:seen:<bucket>`` hash eventId -> record timestamp (dedupe)
+``<ns>:{<tag>}:meta:boards``        set of window ids ever written (for RETRACT)
+``<ns>:{<tag>}:meta:stats``         hash of exactly-once counters
+==================================  ==========================================
+
+``<ns>`` is ``lb`` for live boards; ``lb rebuild`` writes a staging namespace
+and renames it over the live one (same tag, so same slot). The tag is the game
+id, or ``<game>/<shard>`` for a game split over shards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LIVE_NAMESPACE = "lb"
+
+
+def shard_tag(game_id: str, shard: int | None) -> str:
+    """The hash tag of one game (``shard is None``) or one shard of it."""
+    return game_id if shard is None else f"{game_id}/{shard}"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKeys:
+    """Every key of one board group (one hash tag) in one namespace."""
+
+    namespace: str
+    tag: str
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.namespace}:{{{self.tag}}}:"
+
+    def board(self, window_id: str) -> str:
+        return f"{self.prefix}{window_id}"
+
+    @property
+    def watermarks(self) -> str:
+        return f"{self.prefix}meta:wm"
+
+    def seen(self, bucket: int) -> str:
+        return f"{self.prefix}meta:seen:{bucket}"
+
+    @property
+    def boards(self) -> str:
+        return f"{self.prefix}meta:boards"
+
+    @property
+    def stats(self) -> str:
+        return f"{self.prefix}meta:stats"
+
+
+def watermark_field(topic: str, partition: int) -> str:
+    """The field of ``meta:wm`` that holds one source partition's last applied offset."""
+    return f"{topic}/{partition}"

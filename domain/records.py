@@ -1,0 +1,70 @@
+"""The shapes that travel through the dataflow, one Kafka partition at a time.
+
+Items in the flow are whole batches (one partition's records from one poll
+window), never single events: per-item framework overhead is what limits a
+Python stream processor, so every step works on a batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from domain.events import ScoreEvent
+from domain.games import GameConfig
+from domain.windows import Window
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRecord:
+    """One Kafka record as read: its position, its timestamp and its untouched bytes."""
+
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordBatch:
+    """Consecutive records of one partition, in offset order."""
+
+    topic: str
+    partition: int
+    records: tuple[SourceRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A record the job refuses, with the reason; its bytes go out unchanged."""
+
+    topic: str
+    partition: int
+    record: SourceRecord
+    code: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """A valid, verified event and the boards it may still update (not late)."""
+
+    offset: int
+    record_ts_ms: int
+    event: ScoreEvent
+    game: GameConfig
+    windows: tuple[Window, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedBatch:
+    """A batch split into what goes on to the boards and what is dead-lettered.
+
+    ``last_offset`` is the batch's last offset even when every record was
+    refused, so progress is known for the partition as a whole.
+    """
+
+    topic: str
+    partition: int
+    accepted: tuple[Accepted, ...]
+    dead: tuple[DeadLetter, ...]
+    last_offset: int

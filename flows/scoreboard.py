@@ -1,0 +1,117 @@
+"""The score-events -> Redis boards dataflow. Wiring only; logic is in ``domain``.
+
+Run it the Bytewax way::
+
+    python -m bytewax.run "flows.scoreboard:build()" -r <recovery dir> -s 5 -b 0
+    python -m bytewax.run "flows.scoreboard:build(until_end=True)" ...
+
+or through ``lb run`` (same thing, with the recovery store under
+``LB_STATE_DIR`` and the topics checked first). Settings come from the
+environment, read once here at the edge.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from types import FrameType
+
+import bytewax.operators as op
+import redis
+from bytewax.dataflow import Dataflow
+
+from domain.games import GameCatalog
+from domain.records import CheckedBatch, RecordBatch
+from domain.signing import parse_keyring
+from domain.validation import Validator
+from lb.settings import Settings
+from schemas.codec import ScoreEventCodec
+from sinks.dead_letters import DeadLetterSink
+from sinks.redis_boards import RedisBoardSink
+from sources.kafka_source import ScoreTopicSource, StopSignal
+
+log = logging.getLogger(__name__)
+
+FLOW_ID = "scoreboard"
+CACHE_CAPACITY = 2_000_000
+
+
+def redis_factory(settings: Settings) -> redis.Redis:
+    """A Redis client from the settings (URL, optional ACL user/password, TLS CA)."""
+    kwargs: dict[str, object] = {}
+    if settings.redis_username:
+        kwargs["username"] = settings.redis_username
+    if settings.redis_password is not None:
+        kwargs["password"] = settings.redis_password.reveal()
+    if settings.redis_tls_ca is not None:
+        kwargs["ssl_ca_certs"] = str(settings.redis_tls_ca)
+    return redis.Redis.from_url(settings.redis_url.reveal(), **kwargs)
+
+
+def _install_stop_handlers(stop: StopSignal) -> None:
+    """SIGINT/SIGTERM end the flow cleanly: sources flush their batch and stop.
+
+    Without this, Bytewax 0.21 raises KeyboardInterrupt inside whichever
+    operator runs, which surfaces as a panic instead of a clean exit.
+    """
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        log.info("signal %d: finishing the current batches and stopping", signum)
+        stop.set()
+
+    try:
+        signal.signal(signal.SIGINT, handler)
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (e.g. bytewax.testing): no handlers
+        pass
+
+
+def build(until_end: bool = False, namespace: str | None = None) -> Dataflow:
+    """The dataflow; ``until_end`` stops at the end offsets seen at start."""
+    settings = Settings.from_env()
+    if settings.uses_dev_keys:
+        log.warning("LB_HMAC_KEYS is unset: using the insecure built-in development key")
+    catalog = (
+        GameCatalog.load(settings.games_file) if settings.games_file else GameCatalog.builtin()
+    )
+    stop = StopSignal()
+    _install_stop_handlers(stop)
+    validator = Validator(
+        catalog, parse_keyring(settings.hmac_keys.reveal()), ScoreEventCodec.from_registry().decode
+    )
+
+    flow = Dataflow(FLOW_ID)
+    batches = op.input(
+        "score_events",
+        flow,
+        ScoreTopicSource(
+            settings.kafka_config(),
+            settings.topic,
+            batch_ms=settings.batch_ms,
+            batch_max=settings.batch_max,
+            until_end=until_end,
+            stop=stop,
+        ),
+    )
+    # RecordBatch(topic, partition, records=(SourceRecord(offset, ts, key, value), ...))
+    checked = op.map("validate", batches, validator.check_batch)
+    # CheckedBatch(accepted=(Accepted(offset, event, game, windows), ...), dead=(DeadLetter, ...))
+    op.output(
+        "dead_letters",
+        checked,
+        DeadLetterSink(settings.kafka_config(), settings.dlq_topic, settings.topic),
+    )
+    op.output(
+        "boards",
+        checked,
+        RedisBoardSink(
+            lambda: redis_factory(settings),
+            namespace or settings.namespace,
+            settings.dedupe_horizon_s * 1000,
+            CACHE_CAPACITY,
+        ),
+    )
+    return flow
+
+
+__all__ = ["CheckedBatch", "RecordBatch", "build"]

@@ -1,0 +1,155 @@
+"""``lb run``: a thin wrapper over ``python -m bytewax.run flows.scoreboard:build()``.
+
+It checks the input topic, creates the dead-letter topic with as many
+partitions as the input (what makes dead letters exactly-once), initialises
+the Bytewax recovery store for this topic and flow under ``LB_STATE_DIR``,
+then execs Bytewax: with ``--processes N`` it starts N cooperating processes
+(``-i 0..N-1 -a host:port;...``) on loopback, forwards SIGINT/SIGTERM to them
+and waits. Every flag maps onto a ``bytewax.run`` flag; see ``--dry-run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+import subprocess
+import sys
+from types import FrameType
+
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from domain.errors import ServiceError
+from flows.scoreboard import FLOW_ID
+from lb.settings import Settings
+from sources.kafka_source import topic_partitions
+
+RECOVERY_PARTITIONS = 4
+
+
+def ensure_dead_letter_topic(settings: Settings) -> None:
+    """Create ``LB_DLQ_TOPIC`` with the input's partition count when it is missing."""
+    partitions = len(topic_partitions(settings.kafka_config(), settings.topic))
+    admin = AdminClient(dict(settings.kafka_config()))
+    meta = admin.list_topics(timeout=30)
+    if settings.dlq_topic in meta.topics:
+        return
+    future = admin.create_topics([NewTopic(settings.dlq_topic, num_partitions=partitions)])[
+        settings.dlq_topic
+    ]
+    try:
+        future.result(timeout=30)
+    except Exception as exc:
+        if "TOPIC_ALREADY_EXISTS" not in str(exc):
+            raise ServiceError(f"cannot create {settings.dlq_topic!r}: {exc}") from exc
+
+
+def ensure_recovery_store(settings: Settings, flow: str) -> str:
+    """The recovery directory of (flow, topic), initialised on first use."""
+    path = settings.recovery_dir(flow)
+    if not path.exists() or not any(path.iterdir()):
+        path.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "bytewax.recovery", str(path), str(RECOVERY_PARTITIONS)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise ServiceError(f"cannot initialise recovery store {path}: {done.stderr[-2000:]}")
+    return str(path)
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def bytewax_argv(
+    import_str: str,
+    recovery_dir: str | None,
+    snapshot_s: int,
+    workers: int,
+    process_id: int | None = None,
+    addresses: list[str] | None = None,
+) -> list[str]:
+    """The ``python -m bytewax.run`` command line for one process."""
+    argv = [sys.executable, "-m", "bytewax.run", import_str]
+    if recovery_dir is not None:
+        argv += ["-r", recovery_dir, "-s", str(snapshot_s), "-b", "0"]
+    else:
+        argv += ["-s", str(snapshot_s)]
+    if process_id is not None and addresses:
+        argv += ["-i", str(process_id), "-a", ";".join(addresses)]
+    if workers > 1 or process_id is None:
+        argv += ["-w", str(workers)]
+    return argv
+
+
+def launch(args: argparse.Namespace, flow_call: str, flow: str) -> int:
+    """Start the Bytewax process(es) of ``flow_call`` and wait for them."""
+    settings = Settings.from_env()
+    ensure_dead_letter_topic(settings)
+    recovery = None if args.no_recovery else ensure_recovery_store(settings, flow)
+    processes = max(1, args.processes)
+    if processes == 1:
+        commands = [bytewax_argv(flow_call, recovery, settings.snapshot_interval_s, args.workers)]
+    else:
+        addresses = [f"127.0.0.1:{p}" for p in _free_ports(processes)]
+        commands = [
+            bytewax_argv(
+                flow_call, recovery, settings.snapshot_interval_s, args.workers, i, addresses
+            )
+            for i in range(processes)
+        ]
+    if args.dry_run:
+        for argv in commands:
+            print(" ".join(f"'{a}'" if (";" in a or "(" in a) else a for a in argv))
+        return 0
+    children = [subprocess.Popen(argv) for argv in commands]
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    codes = [child.wait() for child in children]
+    return next((code for code in codes if code != 0), 0)
+
+
+def _run(args: argparse.Namespace) -> int:
+    call = "build(until_end=True)" if args.until_end else "build()"
+    return launch(args, f"flows.scoreboard:{call}", FLOW_ID)
+
+
+def add_scaling_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags shared by ``lb run`` and ``lb rebuild``."""
+    parser.add_argument("--processes", type=int, default=1, help="cooperating processes (-i/-a)")
+    parser.add_argument("--workers", type=int, default=1, help="workers per process (-w)")
+    parser.add_argument("--no-recovery", action="store_true", help="run without a recovery store")
+    parser.add_argument("--dry-run", action="store_true", help="print the bytewax.run commands")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``lb run``."""
+    run = subparsers.add_parser(
+        "run",
+        help="the streaming job (tails forever; Ctrl-C or SIGTERM stops it cleanly)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument(
+        "--until-end",
+        action="store_true",
+        help="process up to the end offsets seen at start, then exit 0",
+    )
+    add_scaling_flags(run)
+    run.set_defaults(handler=_run)

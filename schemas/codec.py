@@ -1,0 +1,420 @@
+"""Score events <-> Confluent-wire-format Avro bytes, driven by the committed registry.
+
+Wire format (SPEC): byte ``0x00``, the schema id as 4 bytes big-endian, then the
+record in Avro binary encoding. Schema ids come from ``schemas/registry.json``
+(no Schema Registry server runs here); v1 of ``score-events-value`` has id 1.
+
+Decoding is on the hot path (100K events/s), so every schema is parsed once, at
+construction, into a *wire view* that fastavro can read without any per-record
+conversion:
+
+* logical types are dropped, so ``ts`` stays an int of epoch milliseconds (a
+  ``datetime`` would be slower and round-trips lossily);
+* enums are read as their int index and mapped to :class:`EventKind` here,
+  because fastavro indexes the symbol list with Python semantics: a corrupt
+  negative index such as ``-1`` silently becomes the *last* symbol
+  (``RETRACT``) instead of an error. The binary encoding of an enum *is* its
+  index as an Avro int, so the view reads the very same bytes.
+
+Error classification of :meth:`ScoreEventCodec.decode` (the dead-letter code is
+``CodecError.code``):
+
+``DECODE`` -- the bytes are not a readable record of the schema they name:
+    empty or shorter than the 5-byte header, a magic byte other than ``0x00``,
+    an Avro body that ends early (truncated string/bytes, unterminated or
+    over-long varint, negative length), bytes left over after a complete record,
+    or any other error fastavro raises while reading (e.g. an out-of-range
+    union branch index, which fastavro cannot tell apart from a broken varint).
+``SCHEMA`` -- the bytes are well-formed but break the schema contract: a schema
+    id the registry does not know, an enum index outside the writer's symbols,
+    a symbol :class:`EventKind` does not know, a string that is not valid
+    UTF-8, or a writer schema that cannot be resolved against v1.
+
+Known limits inherited from fastavro: an over-long (> 10 byte) varint may wrap
+around instead of failing, and a negative *union* index selects a branch from
+the end. v1 has no unions; the signature check rejects such records anyway
+because no producer signed the wrapped values.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import fastavro
+from fastavro.read import SchemaResolutionError
+
+from domain.errors import CodecError, ConfigError
+from domain.events import EventKind, ScoreEvent
+
+#: The registry committed with the code.
+DEFAULT_REGISTRY = Path(__file__).with_name("registry.json")
+#: Subject of the score-events topic's values (Confluent's ``<topic>-value`` naming).
+SCORE_EVENTS_SUBJECT = "score-events-value"
+#: First byte of every Confluent-framed message.
+MAGIC_BYTE = 0
+#: Magic byte plus the 4-byte schema id.
+HEADER_SIZE = 5
+#: Compatibility levels a subject may declare (Confluent's names, non-transitive).
+COMPATIBILITY_LEVELS = ("FULL", "BACKWARD", "FORWARD", "NONE")
+
+#: Type each field must have in the reader's wire view (enum -> int, logical type dropped).
+_VIEW_TYPES = {
+    "eventId": "string",
+    "gameId": "string",
+    "playerId": "string",
+    "score": "long",
+    "ts": "long",
+    "kind": "int",
+    "keyId": "string",
+    "sig": "bytes",
+}
+_KIND_VALUES = frozenset(kind.value for kind in EventKind)
+_DETAIL_LIMIT = 200
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaVersion:
+    """One registered schema: where it lives and what it says."""
+
+    subject: str
+    version: int
+    schema_id: int
+    path: Path
+    schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """A subject's versions, oldest first, and the compatibility promised between them."""
+
+    name: str
+    compatibility: str
+    versions: tuple[SchemaVersion, ...]
+
+
+def load_registry(path: Path | str | None = None) -> dict[str, Subject]:
+    """Read and check the registry file; ``ConfigError`` on any inconsistency.
+
+    Checked here, once, so neither the codec nor CI has to trust the file:
+    schema ids are unique across subjects (an id names exactly one schema),
+    versions run 1, 2, 3, ... without gaps, and every schema file parses.
+    """
+    registry_path = Path(path) if path is not None else DEFAULT_REGISTRY
+    doc = _load_json(registry_path)
+    subjects_doc = doc.get("subjects") if isinstance(doc, dict) else None
+    if not isinstance(subjects_doc, dict) or not subjects_doc:
+        raise ConfigError(f"schema registry {registry_path}: needs a non-empty 'subjects' object")
+    seen_ids: dict[int, str] = {}
+    subjects: dict[str, Subject] = {}
+    for name, subject_doc in subjects_doc.items():
+        where = f"schema registry {registry_path}: subject {name!r}"
+        if not isinstance(subject_doc, dict):
+            raise ConfigError(f"{where}: must be an object")
+        compatibility = subject_doc.get("compatibility", "FULL")
+        if compatibility not in COMPATIBILITY_LEVELS:
+            raise ConfigError(f"{where}: compatibility must be one of {COMPATIBILITY_LEVELS}")
+        versions_doc = subject_doc.get("versions")
+        if not isinstance(versions_doc, list) or not versions_doc:
+            raise ConfigError(f"{where}: needs a non-empty 'versions' list")
+        versions: list[SchemaVersion] = []
+        for position, entry in enumerate(versions_doc, start=1):
+            if not isinstance(entry, dict):
+                raise ConfigError(f"{where}: version entry {position} must be an object")
+            version, schema_id, file = entry.get("version"), entry.get("id"), entry.get("schema")
+            if version != position:
+                raise ConfigError(
+                    f"{where}: entry {position} has version {version!r}; versions must be "
+                    "listed in order as 1, 2, 3, ..."
+                )
+            if not isinstance(schema_id, int) or isinstance(schema_id, bool):
+                raise ConfigError(f"{where} v{version}: 'id' must be an integer")
+            if not 0 <= schema_id < 2**31:
+                raise ConfigError(f"{where} v{version}: id {schema_id} is out of range")
+            if schema_id in seen_ids:
+                raise ConfigError(
+                    f"{where} v{version}: id {schema_id} is already used by {seen_ids[schema_id]}"
+                )
+            seen_ids[schema_id] = f"{name} v{version}"
+            if not isinstance(file, str) or not file:
+                raise ConfigError(f"{where} v{version}: 'schema' must name an .avsc file")
+            schema_path = registry_path.parent / file
+            schema = _load_json(schema_path)
+            if not isinstance(schema, dict):
+                raise ConfigError(f"{schema_path}: an Avro record schema must be a JSON object")
+            try:
+                fastavro.parse_schema(copy.deepcopy(schema))
+            except Exception as exc:
+                raise ConfigError(f"{schema_path}: not a valid Avro schema: {exc}") from exc
+            versions.append(SchemaVersion(name, position, schema_id, schema_path, schema))
+        subjects[name] = Subject(name, compatibility, tuple(versions))
+    return subjects
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise ConfigError(f"{path} is not valid JSON: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class _Wire:
+    """Everything needed to read or write one schema id, prepared once."""
+
+    schema_id: int
+    header: bytes
+    #: fastavro-parsed wire view of the writer schema.
+    writer: dict[str, Any]
+    #: Parsed wire view of the reader (v1) schema, or None when writer == reader.
+    reader: dict[str, Any] | None
+    #: Writer enum index -> EventKind (None: a symbol EventKind does not know).
+    kinds: tuple[EventKind | None, ...]
+    #: EventKind -> writer enum index, for encoding.
+    kind_index: Mapping[EventKind, int]
+
+
+class ScoreEventCodec:
+    """Encodes and decodes :class:`ScoreEvent` for every schema id of one subject.
+
+    Decoding accepts any registered version: version 1 is what ``ScoreEvent``
+    models, later versions are resolved against it by Avro schema resolution
+    (added fields skipped, removed ones defaulted). Encoding writes version 1
+    unless asked for another id. Instances are immutable and thread-safe.
+    """
+
+    __slots__ = ("_by_id", "_default_id", "subject")
+
+    def __init__(self, subject: Subject) -> None:
+        """Prepare every version of ``subject``; ``ConfigError`` if v1 cannot hold a ScoreEvent."""
+        self.subject = subject
+        base = subject.versions[0]
+        reader_view, reader_enums = _wire_view(base.schema)
+        _check_reader(base, reader_view)
+        reader_parsed = cast(dict[str, Any], fastavro.parse_schema(reader_view))
+        reader_symbols = _kind_symbols(base.schema, reader_enums)
+        by_id: dict[int, _Wire] = {}
+        for version in subject.versions:
+            view, enums = _wire_view(version.schema)
+            symbols = _kind_symbols(version.schema, enums) or reader_symbols
+            kinds = tuple(EventKind(s) if s in _KIND_VALUES else None for s in symbols)
+            try:
+                parsed = cast(dict[str, Any], fastavro.parse_schema(view))
+            except Exception as exc:
+                raise ConfigError(f"{version.path}: wire view does not parse: {exc}") from exc
+            by_id[version.schema_id] = _Wire(
+                schema_id=version.schema_id,
+                header=bytes([MAGIC_BYTE]) + version.schema_id.to_bytes(4, "big"),
+                writer=parsed,
+                reader=None if version is base else reader_parsed,
+                kinds=kinds,
+                kind_index={kind: index for index, kind in enumerate(kinds) if kind is not None},
+            )
+        self._by_id = by_id
+        self._default_id = base.schema_id
+
+    @classmethod
+    def from_registry(
+        cls, path: Path | str | None = None, subject: str = SCORE_EVENTS_SUBJECT
+    ) -> ScoreEventCodec:
+        """The codec for ``subject`` of the registry at ``path`` (default: the committed one)."""
+        subjects = load_registry(path)
+        if subject not in subjects:
+            raise ConfigError(f"schema registry has no subject {subject!r}")
+        return cls(subjects[subject])
+
+    @property
+    def schema_ids(self) -> tuple[int, ...]:
+        """Every schema id this codec can decode (and encode), oldest version first."""
+        return tuple(self._by_id)
+
+    def encode(self, event: ScoreEvent, schema_id: int = 1) -> bytes:
+        """Confluent-framed Avro bytes of ``event`` written with schema ``schema_id``.
+
+        Fields a later version added are written with their defaults. Raises
+        ``CodecError("SCHEMA", ...)`` for an unknown id or a value the schema
+        cannot hold (e.g. a score past 2**63, a kind the version lacks).
+        """
+        wire = self._by_id.get(schema_id)
+        if wire is None:
+            raise CodecError("SCHEMA", f"cannot encode with unknown schema id {schema_id}")
+        try:
+            record = {
+                "eventId": event.event_id,
+                "gameId": event.game_id,
+                "playerId": event.player_id,
+                "score": event.score,
+                "ts": event.ts_ms,
+                "kind": wire.kind_index[event.kind],
+                "keyId": event.key_id,
+                "sig": event.sig,
+            }
+            buffer = io.BytesIO()
+            buffer.write(wire.header)
+            fastavro.schemaless_writer(buffer, wire.writer, record)
+        except Exception as exc:
+            raise CodecError(
+                "SCHEMA",
+                f"event {event.event_id!r} does not fit schema id {schema_id}: {_brief(exc)}",
+            ) from exc
+        return buffer.getvalue()
+
+    def decode(self, data: bytes) -> ScoreEvent:
+        """The event in ``data``; ``CodecError`` with code DECODE or SCHEMA (see module doc)."""
+        size = len(data)
+        if size < HEADER_SIZE:
+            raise CodecError("DECODE", f"{size} bytes is shorter than the 5-byte wire header")
+        if data[0] != MAGIC_BYTE:
+            raise CodecError("DECODE", f"magic byte is 0x{data[0]:02x}, not 0x00")
+        schema_id = int.from_bytes(data[1:5], "big")
+        wire = self._by_id.get(schema_id)
+        if wire is None:
+            raise CodecError("SCHEMA", f"unknown schema id {schema_id}")
+        buffer = io.BytesIO(data)
+        buffer.seek(HEADER_SIZE)
+        try:
+            record: Any = fastavro.schemaless_reader(buffer, wire.writer, wire.reader)
+        except UnicodeDecodeError as exc:
+            raise CodecError("SCHEMA", f"schema id {schema_id}: invalid UTF-8 in a string") from exc
+        except SchemaResolutionError as exc:
+            raise CodecError(
+                "SCHEMA", f"schema id {schema_id} cannot be read as v1: {_brief(exc)}"
+            ) from exc
+        except Exception as exc:
+            raise CodecError(
+                "DECODE", f"schema id {schema_id}: malformed or truncated Avro body: {_brief(exc)}"
+            ) from exc
+        end = buffer.tell()
+        if end != size:
+            raise CodecError(
+                "DECODE", f"schema id {schema_id}: {size - end} bytes left after the record"
+            )
+        index = record["kind"]
+        kind = wire.kinds[index] if 0 <= index < len(wire.kinds) else None
+        if kind is None:
+            raise CodecError(
+                "SCHEMA", f"schema id {schema_id}: enum index {index} is not a known kind"
+            )
+        return ScoreEvent(
+            record["eventId"],
+            record["gameId"],
+            record["playerId"],
+            record["score"],
+            record["ts"],
+            kind,
+            record["keyId"],
+            record["sig"],
+        )
+
+
+def _brief(exc: BaseException) -> str:
+    message = str(exc)
+    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 3] + "..."
+
+
+def _wire_view(schema: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """A copy of ``schema`` that reads the same bytes with no per-record conversion.
+
+    Enums become ``int`` (references to them by name too, defaults become the
+    symbol's index) and ``logicalType`` annotations are dropped. Returns the
+    view and the enums found (full and short name -> symbols).
+    """
+    enums: dict[str, list[str]] = {}
+
+    def collect(node: Any, namespace: str) -> None:
+        if isinstance(node, list):
+            for item in node:
+                collect(item, namespace)
+        elif isinstance(node, dict):
+            kind = node.get("type")
+            name = node.get("name")
+            ns = node.get("namespace", namespace)
+            if isinstance(name, str) and "." in name:
+                ns = name.rsplit(".", 1)[0]
+            if kind == "enum" and isinstance(name, str):
+                short = name.rsplit(".", 1)[-1]
+                enums[short] = list(node.get("symbols", []))
+                enums[f"{ns}.{short}" if ns else short] = list(node.get("symbols", []))
+            for field in node.get("fields", []) if kind in ("record", "error") else []:
+                collect(field.get("type"), ns)
+            for key in ("items", "values"):
+                if key in node:
+                    collect(node[key], ns)
+            if isinstance(kind, (dict, list)):
+                collect(kind, ns)
+
+    def enum_symbols(node: Any) -> list[str] | None:
+        if isinstance(node, str):
+            return enums.get(node)
+        if isinstance(node, dict):
+            if node.get("type") == "enum":
+                return list(node.get("symbols", []))
+            return enum_symbols(node.get("type"))
+        if isinstance(node, list) and node:
+            return enum_symbols(node[0])  # a union's default belongs to its first branch
+        return None
+
+    def rewrite(node: Any) -> Any:
+        if isinstance(node, str):
+            return "int" if node in enums else node
+        if isinstance(node, list):
+            return [rewrite(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if node.get("type") == "enum":
+            return "int"
+        out = {k: v for k, v in node.items() if k != "logicalType"}
+        if set(out) == {"type"} and isinstance(out["type"], str):
+            return rewrite(out["type"])  # {"type": "long", "logicalType": ...} -> "long"
+        if out.get("type") in ("record", "error"):
+            fields = []
+            for field in node.get("fields", []):
+                new_field = dict(field)
+                new_field["type"] = rewrite(field["type"])
+                symbols = enum_symbols(field["type"])
+                if "default" in field and symbols is not None and field["default"] in symbols:
+                    new_field["default"] = symbols.index(field["default"])
+                fields.append(new_field)
+            out["fields"] = fields
+        for key in ("items", "values"):
+            if key in out:
+                out[key] = rewrite(out[key])
+        if isinstance(out.get("type"), (dict, list)):
+            out["type"] = rewrite(out["type"])
+        return out
+
+    collect(schema, "")
+    return rewrite(copy.deepcopy(dict(schema))), enums
+
+
+def _kind_symbols(schema: Mapping[str, Any], enums: Mapping[str, list[str]]) -> list[str]:
+    """The symbols of the top-level ``kind`` enum, or [] when the version has no such field."""
+    for field in schema.get("fields", []):
+        if field.get("name") == "kind":
+            kind_type = field.get("type")
+            if isinstance(kind_type, dict) and kind_type.get("type") == "enum":
+                return list(kind_type.get("symbols", []))
+            if isinstance(kind_type, str) and kind_type in enums:
+                return list(enums[kind_type])
+    return []
+
+
+def _check_reader(base: SchemaVersion, view: Mapping[str, Any]) -> None:
+    """Refuse a first version that cannot carry every ScoreEvent field."""
+    types = {field["name"]: field["type"] for field in view.get("fields", [])}
+    for name, expected in _VIEW_TYPES.items():
+        if types.get(name) != expected:
+            raise ConfigError(
+                f"{base.path}: field {name!r} must be {expected!r} on the wire "
+                f"(got {types.get(name)!r}) to hold a ScoreEvent"
+            )
+    if not _kind_symbols(base.schema, {}):
+        raise ConfigError(f"{base.path}: field 'kind' must be an inline enum")

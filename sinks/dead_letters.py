@@ -1,0 +1,172 @@
+"""Bytewax output: refused records -> the dead-letter topic, each exactly once.
+
+Delivery guarantee: **exactly once per source record** as long as the
+dead-letter topic has at least as many partitions as the source (``lb run``
+creates it so). A source partition's letters go, in order, to the dead-letter
+partition of the same number, through an idempotent producer; on start the
+sink reads the tail of each dead-letter partition and skips letters whose
+source offset is not beyond the last one already there. With fewer
+dead-letter partitions it degrades to at-least-once (the headers
+``source.partition`` and ``source.offset`` still identify duplicates).
+
+The value is the original bytes, untouched; headers carry ``error.code``,
+``error.detail``, ``source.topic``, ``source.partition``, ``source.offset``
+and ``source.timestamp``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bytewax.outputs import DynamicSink, StatelessSinkPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from domain.errors import ServiceError
+from domain.records import CheckedBatch, DeadLetter
+from sources.kafka_source import topic_partitions
+
+log = logging.getLogger(__name__)
+
+#: How many trailing records of each dead-letter partition are read at start.
+TAIL_RECORDS = 2000
+
+
+def letter_headers(letter: DeadLetter) -> list[tuple[str, bytes]]:
+    """The dead-letter headers of SPEC.md (``error.*`` and ``source.*``)."""
+    return [
+        ("error.code", letter.code.encode()),
+        ("error.detail", letter.detail.encode("utf-8", "replace")[:2000]),
+        ("source.topic", letter.topic.encode()),
+        ("source.partition", str(letter.partition).encode()),
+        ("source.offset", str(letter.record.offset).encode()),
+        ("source.timestamp", str(letter.record.timestamp_ms).encode()),
+    ]
+
+
+def header_map(headers: Sequence[tuple[str, bytes | None]] | None) -> dict[str, str]:
+    """Headers of a dead letter as text (for readers and tests)."""
+    return {k: (v or b"").decode("utf-8", "replace") for k, v in headers or []}
+
+
+def applied_offsets(config: Mapping[str, str], dlq_topic: str, source_topic: str) -> dict[int, int]:
+    """Highest source offset already dead-lettered, per source partition."""
+    consumer = Consumer(
+        {
+            **config,
+            "group.id": f"lb-dlq-tail-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "log_level": 3,
+        }
+    )
+    found: dict[int, int] = {}
+    try:
+        for partition in topic_partitions(config, dlq_topic):
+            tp = TopicPartition(dlq_topic, partition)
+            low, high = consumer.get_watermark_offsets(tp, timeout=30)
+            if high <= low:
+                continue
+            consumer.assign([TopicPartition(dlq_topic, partition, max(low, high - TAIL_RECORDS))])
+            position = max(low, high - TAIL_RECORDS)
+            while position < high:
+                for msg in consumer.consume(num_messages=500, timeout=1.0):
+                    if msg.error() is not None:
+                        continue
+                    position = (msg.offset() or 0) + 1
+                    h = header_map(msg.headers())  # type: ignore[arg-type]
+                    if h.get("source.topic") != source_topic:
+                        continue
+                    part, off = int(h["source.partition"]), int(h["source.offset"])
+                    found[part] = max(found.get(part, -1), off)
+    except KafkaException as exc:
+        raise ServiceError(f"cannot read the tail of {dlq_topic!r}: {exc}") from exc
+    finally:
+        consumer.close()
+    return found
+
+
+class _DeadLetterPartition(StatelessSinkPartition[CheckedBatch]):
+    def __init__(
+        self, producer: Producer, topic: str, partitions: int, already: dict[int, int]
+    ) -> None:
+        self._producer = producer
+        self._topic = topic
+        self._partitions = partitions
+        self._already = already
+        self._failures: list[str] = []
+
+    def _delivered(self, err: object, msg: object) -> None:
+        if err is not None:
+            self._failures.append(str(err))
+
+    def write_batch(self, items: Sequence[CheckedBatch]) -> None:
+        sent = 0
+        for batch in items:
+            done = self._already.get(batch.partition, -1)
+            for letter in batch.dead:
+                if letter.record.offset <= done:
+                    continue  # written before a restart
+                self._produce(letter)
+                sent += 1
+            if batch.dead:
+                self._already[batch.partition] = max(done, batch.dead[-1].record.offset)
+        if sent:
+            remaining = self._producer.flush(60)
+            if remaining or self._failures:
+                raise ServiceError(
+                    f"dead-letter delivery failed ({remaining} undelivered): {self._failures[:3]}"
+                )
+
+    def _produce(self, letter: DeadLetter) -> None:
+        kwargs: dict[str, Any] = {
+            "value": letter.record.value,
+            "key": letter.record.key,
+            "headers": letter_headers(letter),
+            "partition": letter.partition % self._partitions,
+            "on_delivery": self._delivered,
+        }
+        if letter.record.timestamp_ms >= 0:
+            kwargs["timestamp"] = letter.record.timestamp_ms
+        while True:
+            try:
+                self._producer.produce(self._topic, **kwargs)
+                return
+            except BufferError:
+                self._producer.poll(0.1)
+
+    def close(self) -> None:
+        self._producer.flush(60)
+
+
+class DeadLetterSink(DynamicSink[CheckedBatch]):
+    """Writes each batch's dead letters; see the module docstring for the guarantee."""
+
+    def __init__(self, config: Mapping[str, str], dlq_topic: str, source_topic: str) -> None:
+        self._config = dict(config)
+        self._topic = dlq_topic
+        self._source = source_topic
+
+    def build(self, step_id: str, worker_index: int, worker_count: int) -> _DeadLetterPartition:
+        partitions = len(topic_partitions(self._config, self._topic))
+        source_partitions = len(topic_partitions(self._config, self._source))
+        if partitions < source_partitions:
+            log.warning(
+                "%s has %d partitions for %d source partitions: dead letters are "
+                "at-least-once (dedupe by source.partition/source.offset headers)",
+                self._topic,
+                partitions,
+                source_partitions,
+            )
+        already = applied_offsets(self._config, self._topic, self._source)
+        producer = Producer(
+            {
+                **self._config,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "log_level": 3,
+            }
+        )
+        return _DeadLetterPartition(producer, self._topic, partitions, already)

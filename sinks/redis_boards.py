@@ -1,0 +1,195 @@
+"""Bytewax output: accepted events -> Redis boards, exactly once per effect.
+
+Delivery guarantee: **exactly-once effects** on top of at-least-once input.
+Each board group's share of a batch is applied by one Lua call that first
+compares the group's stored watermark for the source partition with the
+batch's last offset and does nothing if it was already applied; otherwise it
+writes the members, expiries, seen event ids, counters and the new watermark
+atomically. A replay after a crash therefore changes nothing twice.
+
+The sink holds no logic of its own: :class:`~domain.planner.BoardPlanner`
+decides every member and value; this module only moves them in two batched
+round trips (one read for cache misses, one write) per batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+from bytewax.outputs import DynamicSink, StatelessSinkPartition
+
+from domain.errors import ServiceError
+from domain.planner import BoardPlanner, GroupWrite, LookupResults, Lookups, WritePlan
+from domain.records import CheckedBatch
+
+#: Members per ZADD/ZREM/HSET call inside the script (Lua's unpack limit is ~8000).
+CHUNK = 1000
+
+APPLY_GROUP = """
+-- KEYS[1] watermark hash, KEYS[2] stats hash, KEYS[3] board registry, KEYS[4..] boards/seen
+-- ARGV: field, offset, then counted sections (see sinks/redis_boards.py: _encode)
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur and tonumber(cur) >= tonumber(ARGV[2]) then return 0 end
+local i = 3
+local function take() local v = ARGV[i]; i = i + 1; return v end
+local function chunked(cmd, key, first, n, width)
+  local at = first
+  while at < first + n * width do
+    local stop = math.min(at + 1000 * width, first + n * width)
+    redis.call(cmd, key, unpack(ARGV, at, stop - 1))
+    at = stop
+  end
+end
+for _ = 1, tonumber(take()) do            -- zadd: key index, n, (score member)*
+  local k = KEYS[tonumber(take())]; local n = tonumber(take())
+  chunked('ZADD', k, i, n, 2); i = i + 2 * n
+end
+for _ = 1, tonumber(take()) do            -- zrem: key index, n, member*
+  local k = KEYS[tonumber(take())]; local n = tonumber(take())
+  chunked('ZREM', k, i, n, 1); i = i + n
+end
+for _ = 1, tonumber(take()) do            -- expireat: key index, unix seconds
+  local k = KEYS[tonumber(take())]; redis.call('EXPIREAT', k, take())
+end
+local nw = tonumber(take())               -- registry: n, window id*
+if nw > 0 then chunked('SADD', KEYS[3], i, nw, 1); i = i + nw end
+for _ = 1, tonumber(take()) do            -- seen: key index, ttl, n, (id ts)*
+  local k = KEYS[tonumber(take())]; local ttl = take(); local n = tonumber(take())
+  chunked('HSET', k, i, n, 2); i = i + 2 * n
+  redis.call('EXPIRE', k, ttl)
+end
+for _ = 1, tonumber(take()) do            -- stats: name, increment
+  local name = take(); local by = tonumber(take())
+  if by ~= 0 then redis.call('HINCRBY', KEYS[2], name, by) end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
+
+
+def _encode(write: GroupWrite) -> tuple[list[str], list[Any]]:
+    keys: list[str] = [write.keys.watermarks, write.keys.stats, write.keys.boards]
+    index: dict[str, int] = {}
+
+    def key_index(key: str) -> int:
+        at = index.get(key)
+        if at is None:
+            keys.append(key)
+            at = index[key] = len(keys)
+        return at
+
+    field_name, offset = write.watermark
+    args: list[Any] = [field_name, offset, len(write.zadd)]
+    for key, members in write.zadd.items():
+        args += [key_index(key), len(members)]
+        for member, score in members.items():
+            args += [score, member]
+    args.append(len(write.zrem))
+    for key, players in write.zrem.items():
+        args += [key_index(key), len(players), *players]
+    args.append(len(write.expire_at_s))
+    for key, at in write.expire_at_s.items():
+        args += [key_index(key), at]
+    args += [len(write.new_windows), *write.new_windows]
+    args.append(len(write.seen))
+    for key, ids in write.seen.items():
+        args += [key_index(key), write.seen_ttl_s, len(ids)]
+        for event_id, ts in ids.items():
+            args += [event_id, ts]
+    args.append(len(write.stats))
+    for name, by in write.stats.items():
+        args += [name, by]
+    return keys, args
+
+
+class RedisBoardStore:
+    """Batched reads and atomic per-group writes; no decisions of its own."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._apply = client.register_script(APPLY_GROUP)
+
+    def read(self, lookups: Lookups) -> LookupResults:
+        """Answer every lookup in one pipelined round trip."""
+        pipe = self._client.pipeline(transaction=False)
+        for key, name in lookups.watermarks:
+            pipe.hget(key, name)
+        for key, ids in lookups.seen:
+            pipe.hmget(key, ids)
+        for key, players in lookups.scores:
+            pipe.zmscore(key, players)
+        for key in lookups.registries:
+            pipe.smembers(key)
+        try:
+            answers = pipe.execute()
+        except redis.RedisError as exc:
+            raise ServiceError(f"Redis read failed: {exc}") from exc
+        out = LookupResults()
+        at = 0
+        for _ in lookups.watermarks:
+            value = answers[at]
+            out.watermarks.append(None if value is None else int(value))
+            at += 1
+        for _ in lookups.seen:
+            out.seen.append([None if v is None else int(v) for v in answers[at]])
+            at += 1
+        for _ in lookups.scores:
+            out.scores.append(list(answers[at]))
+            at += 1
+        for _ in lookups.registries:
+            out.registries.append({m.decode() if isinstance(m, bytes) else m for m in answers[at]})
+            at += 1
+        return out
+
+    def apply(self, plan: WritePlan) -> list[int]:
+        """Write every group of ``plan``; returns 1 per applied group, 0 per skipped replay."""
+        if not plan.groups:
+            return []
+        pipe = self._client.pipeline(transaction=False)
+        for write in plan.groups:
+            keys, args = _encode(write)
+            self._apply(keys=keys, args=args, client=pipe)
+        try:
+            return [int(x) for x in pipe.execute()]
+        except redis.RedisError as exc:
+            raise ServiceError(f"Redis write failed: {exc}") from exc
+
+
+class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
+    def __init__(self, store: RedisBoardStore, planner: BoardPlanner) -> None:
+        self._store = store
+        self._planner = planner
+
+    def write_batch(self, items: Sequence[CheckedBatch]) -> None:
+        for batch in items:
+            if not batch.accepted:
+                continue
+            lookups = self._planner.lookups(batch)
+            results = self._store.read(lookups) if lookups else LookupResults()
+            self._planner.remember_registries(lookups, results)
+            plan = self._planner.plan(batch, results, lookups)
+            self._store.apply(plan)
+            self._planner.commit(plan)
+
+
+class RedisBoardSink(DynamicSink[CheckedBatch]):
+    """Each worker projects the partitions it reads (no exchange: one owner per player)."""
+
+    def __init__(
+        self, client_factory: Any, namespace: str, dedupe_horizon_ms: int, cache_capacity: int
+    ) -> None:
+        self._client_factory = client_factory
+        self._namespace = namespace
+        self._horizon_ms = dedupe_horizon_ms
+        self._capacity = cache_capacity
+
+    def build(self, step_id: str, worker_index: int, worker_count: int) -> _BoardPartition:
+        client = self._client_factory()
+        try:
+            client.ping()
+        except redis.RedisError as exc:
+            raise ServiceError(f"cannot reach Redis: {exc}") from exc
+        planner = BoardPlanner(self._namespace, self._horizon_ms, self._capacity)
+        return _BoardPartition(RedisBoardStore(client), planner)

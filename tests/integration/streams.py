@@ -1,0 +1,315 @@
+"""Test streams and an independent oracle for the streaming job.
+
+The generator writes real signed Avro records (plus every kind of bad record
+and exact duplicates) with chosen Kafka timestamps; the oracle recomputes every
+board from the intended outcomes with plain dictionaries and its own composite
+formula, sharing no code with the job's planner.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from domain.events import EventKind
+from domain.signing import parse_keyring, signed_event
+from schemas.codec import ScoreEventCodec
+
+REPO = Path(__file__).resolve().parents[2]
+KEYS = "k1:" + "11" * 32 + ",k2:" + "22" * 32
+ORIGIN_S = int(datetime(2020, 1, 1, tzinfo=UTC).timestamp())
+UNTIL_S = int(datetime(2040, 1, 1, tzinfo=UTC).timestamp())
+MAX_SCORE = 1_000_000
+
+# Boards of 2026-05 must not have expired whenever the test runs: keep them 100 years.
+_KEEP = "daily_retention_seconds = 3153600000\nweekly_retention_seconds = 3153600000\n"
+GAMES_TOML = (
+    f'[games."gbest"]\noperator = "best"\nmax_score = 1000000\n{_KEEP}'
+    f'[games."gincr"]\noperator = "incr"\nmax_score = 1000000\n{_KEEP}'
+    f'[games."gset"]\noperator = "set"\nmax_score = 1000000\n{_KEEP}'
+    f'[games."gday"]\noperator = "best"\nmax_score = 1000000\nwindows = ["daily"]\n'
+    f"lateness_seconds = 3600\n{_KEEP}"
+)
+GAMES = {"gbest": "best", "gincr": "incr", "gset": "set", "gday": "best"}
+WINDOWS = {"gbest": 3, "gincr": 3, "gset": 3, "gday": 1}
+
+
+@dataclass
+class Planned:
+    key: bytes
+    value: bytes
+    record_ts: int
+    expected: str  # "ok" or a dead-letter code
+    event: Any = None
+    partition: int = -1
+    offset: int = -1
+
+
+@dataclass
+class Stream:
+    records: list[Planned] = field(default_factory=list)
+
+
+def _window_ids(ts_ms: int, only_daily: bool) -> list[tuple[str, int, int]]:
+    """(window id, start s, slots) by a route independent of domain.windows."""
+    moment = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
+    day_start = int(datetime(moment.year, moment.month, moment.day, tzinfo=UTC).timestamp())
+    out = [(f"daily:{moment:%Y-%m-%d}", day_start, 86_400)]
+    if only_daily:
+        return out
+    iso = moment.isocalendar()
+    week_start = day_start - (iso.weekday - 1) * 86_400
+    out.append((f"weekly:{iso.year}-W{iso.week:02d}", week_start, 7 * 86_400))
+    out.append(("alltime", ORIGIN_S, UNTIL_S - ORIGIN_S))
+    return out
+
+
+def generate(seed: int, count: int, players: int = 150, start_ms: int | None = None) -> Stream:
+    """A mixed stream: 4 games, ties, duplicates, retracts and every bad kind."""
+    rng = random.Random(seed)
+    keyring = parse_keyring(KEYS)
+    bad_ring = parse_keyring("k9:" + "99" * 32)
+    codec = ScoreEventCodec.from_registry()
+    start = start_ms or int(datetime(2026, 5, 2, 20, 0, tzinfo=UTC).timestamp() * 1000)
+    out = Stream()
+    ok: list[Planned] = []
+    for i in range(count):
+        # Three days that cross the ISO week boundary of Monday 2026-05-04.
+        record_ts = start + int(i * (3 * 86_400_000) / count)
+        ts = record_ts - rng.randrange(0, 3000)
+        game = rng.choice(list(GAMES))
+        player = f"p{rng.randrange(players):04d}"
+        score = rng.randrange(0, 60)  # a narrow range makes many ties
+        kind = EventKind.RETRACT if rng.random() < 0.01 else EventKind.SCORE
+        roll = rng.random()
+        key_id = rng.choice(["k1", "k2"])
+        fields = dict(
+            event_id=uuid.UUID(int=rng.getrandbits(128)).hex,
+            game_id=game,
+            player_id=player,
+            score=score,
+            ts_ms=ts,
+            kind=kind,
+        )
+        expected = "ok"
+        if roll < 0.05 and ok:
+            dup = rng.choice(ok[-5:])  # a retry: well within the dedupe horizon
+            out.records.append(Planned(dup.key, dup.value, record_ts, "duplicate", dup.event))
+            continue
+        if roll < 0.07:
+            value = rng.choice([b"", b"\x00\x00", b"garbage-bytes", b"\x01" + os.urandom(20)])
+            out.records.append(Planned(player.encode(), value, record_ts, "DECODE"))
+            continue
+        if roll < 0.08:
+            body = codec.encode(signed_event(keyring, key_id, **fields))
+            value = b"\x00" + (99).to_bytes(4, "big") + body[5:]
+            out.records.append(Planned(player.encode(), value, record_ts, "SCHEMA"))
+            continue
+        if roll < 0.09:
+            event = signed_event(keyring, key_id, **fields)
+            forged = _with_score(event, score + 1)
+            out.records.append(
+                Planned(player.encode(), codec.encode(forged), record_ts, "SIGNATURE")
+            )
+            continue
+        if roll < 0.10:
+            event = signed_event(bad_ring, "k9", **fields)
+            out.records.append(
+                Planned(player.encode(), codec.encode(event), record_ts, "UNKNOWN_KEY")
+            )
+            continue
+        if roll < 0.11:
+            event = signed_event(
+                keyring, key_id, **{**fields, "score": MAX_SCORE + 1, "kind": EventKind.SCORE}
+            )
+            out.records.append(Planned(player.encode(), codec.encode(event), record_ts, "BOUNDS"))
+            continue
+        if roll < 0.12:
+            event = signed_event(keyring, key_id, **{**fields, "ts_ms": record_ts + 3_600_000})
+            out.records.append(Planned(player.encode(), codec.encode(event), record_ts, "FUTURE"))
+            continue
+        if roll < 0.13:
+            event = signed_event(keyring, key_id, **{**fields, "game_id": "nosuchgame"})
+            out.records.append(
+                Planned(player.encode(), codec.encode(event), record_ts, "UNKNOWN_GAME")
+            )
+            continue
+        if roll < 0.14:
+            event = signed_event(
+                keyring,
+                key_id,
+                **{**fields, "game_id": "gday", "ts_ms": record_ts - 3 * 86_400_000},
+            )
+            out.records.append(Planned(player.encode(), codec.encode(event), record_ts, "LATE"))
+            continue
+        event = signed_event(keyring, key_id, **fields)
+        planned = Planned(player.encode(), codec.encode(event), record_ts, expected, event)
+        ok.append(planned)
+        out.records.append(planned)
+    return out
+
+
+def _with_score(event: Any, score: int) -> Any:
+    from dataclasses import replace
+
+    return replace(event, score=score)
+
+
+def produce(bootstrap: str, topic: str, records: list[Planned]) -> None:
+    """Produce in order; fill in each record's partition and offset."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 10}
+    )
+
+    def delivered(rec: Planned) -> Any:
+        def callback(err: Any, msg: Any) -> None:
+            assert err is None, err
+            rec.partition, rec.offset = msg.partition(), msg.offset()
+
+        return callback
+
+    for rec in records:
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    key=rec.key,
+                    value=rec.value,
+                    timestamp=rec.record_ts,
+                    on_delivery=delivered(rec),
+                )
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(60) == 0
+
+
+def oracle(records: list[Planned]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    """Expected boards ({window-key suffix: {player: composite}}) and outcome counts.
+
+    Keys are ``"{game}:{window id}"``; every "ok" record is applied in its
+    player's order; the first copy of an event id wins, later copies are no-ops.
+    """
+    boards: dict[str, dict[str, tuple[int, int, int]]] = {}  # key -> player -> (score, slot, slots)
+    windows_of: dict[str, set[str]] = {}
+    seen: set[str] = set()
+    counts: dict[str, int] = {}
+    for rec in records:
+        if rec.expected not in ("ok", "duplicate"):
+            counts["dead"] = counts.get("dead", 0) + 1
+            continue
+        event = rec.event
+        if event.event_id in seen:
+            counts["duplicate"] = counts.get("duplicate", 0) + 1
+            continue
+        seen.add(event.event_id)
+        counts["accepted"] = counts.get("accepted", 0) + 1
+        game, player, op = event.game_id, event.player_id, GAMES[event.game_id]
+        if event.kind is EventKind.RETRACT:
+            for wid in windows_of.get(game, set()):
+                boards.get(f"{game}:{wid}", {}).pop(player, None)
+            continue
+        for wid, start_s, slots in _window_ids(event.ts_ms, only_daily=game == "gday"):
+            windows_of.setdefault(game, set()).add(wid)
+            board = boards.setdefault(f"{game}:{wid}", {})
+            slot = event.ts_ms // 1000 - start_s
+            cur = board.get(player)
+            if cur is None:
+                board[player] = (event.score, slot, slots)
+            elif op == "best":
+                if (event.score, -slot) > (cur[0], -cur[1]):
+                    board[player] = (event.score, slot, slots)
+            elif op == "incr":
+                board[player] = (min(cur[0] + event.score, MAX_SCORE), max(cur[1], slot), slots)
+            elif op == "set" and slot >= cur[1]:
+                board[player] = (event.score, slot, slots)
+    expected = {
+        key: {p: s * n + (n - 1 - slot) for p, (s, slot, n) in members.items()}
+        for key, members in boards.items()
+    }
+    return {k: v for k, v in expected.items() if v}, counts
+
+
+def read_boards(client: Any, namespace: str) -> dict[str, dict[str, int]]:
+    """Every non-empty board of the namespace as ``{"game:window": {player: composite}}``."""
+    out: dict[str, dict[str, int]] = {}
+    for raw in client.scan_iter(match=f"{namespace}:*", count=1000):
+        key = raw.decode()
+        if ":meta:" in key:
+            continue
+        game = key.split("{", 1)[1].split("}", 1)[0]
+        window = key.split("}:", 1)[1]
+        members = client.zrange(key, 0, -1, withscores=True)
+        if members:
+            out[f"{game}:{window}"] = {m.decode(): int(s) for m, s in members}
+    return out
+
+
+def read_dead_letters(bootstrap: str, topic: str) -> list[Any]:
+    """Every record of a dead-letter topic."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex, "enable.auto.commit": False}
+    )
+    meta = consumer.list_topics(topic, timeout=30).topics[topic]
+    got: list[Any] = []
+    for p in meta.partitions:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+        if high <= low:
+            continue
+        consumer.assign([TopicPartition(topic, p, low)])
+        while True:
+            msgs = consumer.consume(500, timeout=2.0)
+            got += [m for m in msgs if m.error() is None]
+            if not msgs or (msgs[-1].offset() or 0) >= high - 1:
+                break
+    consumer.close()
+    return got
+
+
+def job_env(topic: str, namespace: str, state_dir: Path, games_file: Path) -> dict[str, str]:
+    """The environment of a job run for one test."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LB_")}
+    from lb.settings import Settings
+
+    base = Settings.from_env()
+    env.update(
+        LB_KAFKA_BOOTSTRAP=base.kafka_bootstrap,
+        LB_REDIS_URL=base.redis_url.reveal(),
+        LB_TOPIC=topic,
+        LB_NAMESPACE=namespace,
+        LB_STATE_DIR=str(state_dir),
+        LB_CACHE_DIR=str(base.cache_dir),
+        LB_HMAC_KEYS=KEYS,
+        LB_GAMES=str(games_file),
+        LB_BATCH_MS="20",
+        LB_SNAPSHOT_INTERVAL_S="1",
+    )
+    return env
+
+
+def lb(args: list[str], env: dict[str, str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """Run the ``lb`` CLI of this checkout."""
+    return subprocess.run(
+        [sys.executable, "-m", "lb.cli", *args],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        **kwargs,
+    )
+
+
+def chunks(items: list[Planned], size: int) -> Iterator[list[Planned]]:
+    for at in range(0, len(items), size):
+        yield items[at : at + size]

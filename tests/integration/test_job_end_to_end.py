@@ -1,0 +1,85 @@
+"""The streaming job end to end: real Kafka in, real Redis and the DLQ out, vs an oracle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sinks.dead_letters import header_map
+from tests.integration.streams import (
+    GAMES_TOML,
+    generate,
+    job_env,
+    lb,
+    oracle,
+    produce,
+    read_boards,
+    read_dead_letters,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def _stats(client: Any, namespace: str) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for key in client.scan_iter(match=f"{namespace}:*:meta:stats"):
+        for name, value in client.hgetall(key).items():
+            total[name.decode()] = total.get(name.decode(), 0) + int(value)
+    return total
+
+
+def test_random_stream_gives_the_oracle_boards_and_every_bad_record_once(
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+) -> None:
+    games = tmp_path / "games.toml"
+    games.write_text(GAMES_TOML)
+    stream = generate(seed=7, count=6000)
+    produce(kafka_bootstrap, topic, stream.records)
+    env = job_env(topic, namespace, tmp_path / "state", games)
+
+    done = lb(["run", "--until-end"], env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    expected, counts = oracle(stream.records)
+    got = read_boards(redis_client, namespace)
+    assert set(got) == set(expected)
+    for key in expected:
+        assert got[key] == expected[key], key
+
+    letters = read_dead_letters(kafka_bootstrap, f"{topic}.dlq")
+    by_position = {}
+    for msg in letters:
+        h = header_map(msg.headers())
+        position = (int(h["source.partition"]), int(h["source.offset"]))
+        assert position not in by_position, f"dead letter {position} written twice"
+        by_position[position] = (h["error.code"], msg.value())
+        assert h["error.detail"]
+    bad = [r for r in stream.records if r.expected not in ("ok", "duplicate")]
+    assert {(r.partition, r.offset): (r.expected, r.value) for r in bad} == by_position
+    assert {code for code, _ in by_position.values()} == {
+        "DECODE",
+        "SCHEMA",
+        "SIGNATURE",
+        "UNKNOWN_KEY",
+        "BOUNDS",
+        "FUTURE",
+        "UNKNOWN_GAME",
+        "LATE",
+    }
+
+    # Conservation: every record is applied, an idempotent no-op, or dead-lettered.
+    stats = _stats(redis_client, namespace)
+    assert stats["duplicate"] == counts["duplicate"]
+    assert stats["applied"] + stats["noop"] == counts["accepted"]
+    assert stats["applied"] + stats["noop"] + stats["duplicate"] + len(letters) == len(
+        stream.records
+    )
+
+    # A second run over the same topic changes nothing (replay is idempotent).
+    again = lb(["run", "--until-end", "--no-recovery"], env, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert read_boards(redis_client, namespace) == got
+    assert _stats(redis_client, namespace) == stats
+    assert len(read_dead_letters(kafka_bootstrap, f"{topic}.dlq")) == len(letters)
