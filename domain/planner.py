@@ -136,6 +136,7 @@ class WritePlan:
     groups: list[GroupWrite] = field(default_factory=list)
     cache_updates: dict[tuple[str, str], int | None] = field(default_factory=dict)
     watermark_updates: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: Windows newly registered per registry key (SADDed by this plan).
     registry_updates: dict[str, set[str]] = field(default_factory=dict)
 
     def totals(self) -> dict[str, int]:
@@ -166,7 +167,10 @@ class BoardPlanner:
         self._horizon_ms = max(1, dedupe_horizon_ms)
         self._entries = GenerationalCache(cache_capacity)
         self._watermarks: dict[tuple[str, str], int] = {}
+        # Complete registries (read from Redis, then kept up to date) ...
         self._registries: dict[str, set[str]] = {}
+        # ... and the windows this worker registered itself, read or not.
+        self._registered: dict[str, set[str]] = {}
         self._codecs: dict[tuple[str, str], TieCodec] = {}
         self._keys: dict[str, GroupKeys] = {}
 
@@ -253,7 +257,12 @@ class BoardPlanner:
             plan.watermark_updates[wm_key] = watermark
             return None
 
-        registry = set(self._registries.get(keys.boards) or registries_read.get(keys.boards, set()))
+        # A RETRACT needs the complete registry (lookups() asked for it when it
+        # was not cached); otherwise only this worker's own registrations matter.
+        complete = self._registries.get(keys.boards)
+        if complete is None and keys.boards in registries_read:
+            complete = registries_read[keys.boards]
+        registry = set(complete or ()) | self._registered.get(keys.boards, set())
         write = GroupWrite(keys=keys, seen_ttl_s=3 * self._horizon_ms // 1000 + 1)
         write.stats = {APPLIED: 0, NOOP: 0, DUPLICATE: 0, SATURATED: 0}
         initial: dict[tuple[str, str], int | None] = {}
@@ -334,7 +343,7 @@ class BoardPlanner:
         last = fresh[-1].offset
         write.watermark = (field_name, last)
         plan.watermark_updates[wm_key] = last
-        plan.registry_updates[keys.boards] = registry
+        plan.registry_updates[keys.boards] = set(write.new_windows)
         return write
 
     def _is_duplicate(
@@ -362,14 +371,16 @@ class BoardPlanner:
         for slot, value in plan.cache_updates.items():
             self._entries.put(slot, value)
         self._watermarks.update(plan.watermark_updates)
-        for key, registry in plan.registry_updates.items():
-            if key in self._registries or registry:
-                self._registries[key] = registry
+        for key, added in plan.registry_updates.items():
+            self._registered.setdefault(key, set()).update(added)
+            if key in self._registries:
+                self._registries[key] |= added
 
     def remember_registries(self, lookups: Lookups, results: LookupResults) -> None:
         """Keep registries read for a batch even if it turned out to need no write."""
         for key, value in zip(lookups.registries, results.registries, strict=True):
-            self._registries.setdefault(key, set(value))
+            if key not in self._registries:
+                self._registries[key] = set(value) | self._registered.get(key, set())
 
     # -- helpers ---------------------------------------------------------------
 

@@ -17,6 +17,7 @@ and ``source.timestamp``.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -51,35 +52,55 @@ def header_map(headers: Sequence[tuple[str, bytes | None]] | None) -> dict[str, 
     return {k: (v or b"").decode("utf-8", "replace") for k, v in headers or []}
 
 
-def applied_offsets(config: Mapping[str, str], dlq_topic: str, source_topic: str) -> dict[int, int]:
-    """Highest source offset already dead-lettered, per source partition."""
+def applied_offsets(
+    config: Mapping[str, str], dlq_topic: str, source_topic: str, timeout_s: float = 60.0
+) -> dict[int, int]:
+    """Highest source offset already dead-lettered, per source partition.
+
+    With at least as many dead-letter partitions as source partitions, the
+    last record of dead-letter partition ``p`` holds the newest letter of source
+    partition ``p``, so one record per partition is read; otherwise the last
+    ``TAIL_RECORDS`` of each. All partitions are read together.
+    """
+    dlq_parts = topic_partitions(config, dlq_topic)
+    exact = len(dlq_parts) >= len(topic_partitions(config, source_topic))
+    depth = 1 if exact else TAIL_RECORDS
     consumer = Consumer(
         {
             **config,
             "group.id": f"lb-dlq-tail-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
+            "fetch.wait.max.ms": 50,
             "log_level": 3,
         }
     )
     found: dict[int, int] = {}
     try:
-        for partition in topic_partitions(config, dlq_topic):
-            tp = TopicPartition(dlq_topic, partition)
-            low, high = consumer.get_watermark_offsets(tp, timeout=30)
-            if high <= low:
-                continue
-            consumer.assign([TopicPartition(dlq_topic, partition, max(low, high - TAIL_RECORDS))])
-            position = max(low, high - TAIL_RECORDS)
-            while position < high:
-                for msg in consumer.consume(num_messages=500, timeout=1.0):
-                    if msg.error() is not None:
-                        continue
-                    position = (msg.offset() or 0) + 1
-                    h = header_map(msg.headers())  # type: ignore[arg-type]
-                    if h.get("source.topic") != source_topic:
-                        continue
-                    part, off = int(h["source.partition"]), int(h["source.offset"])
-                    found[part] = max(found.get(part, -1), off)
+        ends: dict[int, int] = {}
+        assignment = []
+        for partition in dlq_parts:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(dlq_topic, partition), timeout=30
+            )
+            if high > low:
+                ends[partition] = high
+                assignment.append(TopicPartition(dlq_topic, partition, max(low, high - depth)))
+        consumer.assign(assignment)
+        deadline = time.monotonic() + timeout_s
+        while ends:
+            if time.monotonic() > deadline:
+                raise ServiceError(f"timed out reading the tail of {dlq_topic!r}")
+            for msg in consumer.consume(num_messages=1000, timeout=0.2):
+                if msg.error() is not None:
+                    continue
+                offset = msg.offset() or 0
+                if offset + 1 >= ends.get(msg.partition() or 0, 0):
+                    ends.pop(msg.partition() or 0, None)
+                h = header_map(msg.headers())  # type: ignore[arg-type]
+                if h.get("source.topic") != source_topic:
+                    continue
+                part, off = int(h["source.partition"]), int(h["source.offset"])
+                found[part] = max(found.get(part, -1), off)
     except KafkaException as exc:
         raise ServiceError(f"cannot read the tail of {dlq_topic!r}: {exc}") from exc
     finally:

@@ -1,0 +1,263 @@
+"""``lb produce``: write generated, signed score events to the score-events topic.
+
+The edge of the load generator: it reads the settings and the clock (the
+default start time, the pacing), creates the topic if needed and hands the
+generator's records to an idempotent producer, each with the Kafka timestamp
+the generator intended, so a run with the same ``--seed`` and ``--start-ts``
+writes the same records and the job judges them the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import TextIO
+
+from domain.errors import ConfigError, ServiceError
+from domain.signing import parse_keyring
+from lb.settings import Settings
+from schemas.codec import ScoreEventCodec
+from sources.loadgen import EXPECTED_VALUES, MAX_PLAYERS, LoadConfig, LoadGenerator
+from sources.producer import ScoreProducer, ensure_topic
+
+#: Timestamp spacing when producing as fast as possible (``--rate 0``).
+DEFAULT_TS_RATE = 100_000.0
+#: Kafka is the source of truth (Redis is rebuilt from it), so a topic this
+#: command creates keeps its records forever; existing topics are not changed.
+TOPIC_CONFIG = {"retention.ms": "-1"}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_PROGRESS_INTERVAL_S = 0.25
+_FLUSH_TIMEOUT_S = 120.0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``produce``."""
+    parser = subparsers.add_parser(
+        "produce",
+        help="write generated signed score events (and chosen bad records) to Kafka",
+        description="Generate a deterministic stream of signed score events and produce it "
+        "to LB_TOPIC (created if missing). Prints a JSON summary with counts by expected "
+        "outcome: ok, duplicate, or the dead-letter code the job must assign.",
+    )
+    parser.add_argument("--count", type=_non_negative_int, default=10_000, help="records to write")
+    parser.add_argument(
+        "--rate",
+        type=_non_negative_float,
+        default=0.0,
+        help="records per second to pace at (0 = as fast as possible)",
+    )
+    parser.add_argument(
+        "--ts-rate",
+        type=_positive_float,
+        default=None,
+        help="records per second of event time for the timestamps (default: --rate, or "
+        f"{DEFAULT_TS_RATE:g} when --rate is 0)",
+    )
+    parser.add_argument(
+        "--players",
+        type=_positive_int,
+        default=100_000,
+        help=f"distinct players (<= {MAX_PLAYERS})",
+    )
+    parser.add_argument("--games", default="g1", help="comma-separated game ids (default g1)")
+    parser.add_argument(
+        "--zipf", type=_non_negative_float, default=1.1, help="Zipf exponent of player activity"
+    )
+    parser.add_argument("--dist", choices=("lognormal", "uniform"), default="lognormal")
+    parser.add_argument("--max-score", type=_positive_int, default=10_000_000)
+    parser.add_argument("--dup-ratio", type=_ratio, default=0.0, help="exact re-sends")
+    parser.add_argument("--bad-ratio", type=_ratio, default=0.0, help="dead-letter records")
+    parser.add_argument("--retract-ratio", type=_ratio, default=0.0, help="RETRACT events")
+    parser.add_argument(
+        "--unknown-games",
+        default="",
+        help="comma-separated game ids the job does not know (enables UNKNOWN_GAME records)",
+    )
+    parser.add_argument(
+        "--future-skew-s",
+        type=_non_negative_int,
+        default=300,
+        help="the job's allowed future skew; FUTURE records exceed it",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="random seed (default: the start time in ms)"
+    )
+    parser.add_argument(
+        "--partitions", type=_positive_int, default=8, help="partitions if the topic is created"
+    )
+    parser.add_argument(
+        "--start-ts",
+        default=None,
+        help="event time of the first record: ISO 8601 (naive = UTC) or epoch ms (default: now)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Produce ``--count`` records; JSON summary on stdout, progress on stderr."""
+    settings = Settings.from_env()
+    keyring = parse_keyring(settings.hmac_keys.reveal())
+    start_ms = _start_ms(args.start_ts)
+    seed = start_ms if args.seed is None else args.seed
+    config = LoadConfig(
+        start_ms=start_ms,
+        rate=args.ts_rate or args.rate or DEFAULT_TS_RATE,
+        seed=seed,
+        players=args.players,
+        zipf_s=args.zipf,
+        games=_ids(args.games),
+        score_dist=args.dist,
+        max_score=args.max_score,
+        retract_ratio=args.retract_ratio,
+        dup_ratio=args.dup_ratio,
+        bad_ratio=args.bad_ratio,
+        unknown_games=_ids(args.unknown_games),
+        future_skew_ms=args.future_skew_s * 1000,
+    )
+    generator = LoadGenerator(config, keyring, ScoreEventCodec.from_registry())
+    show_progress = not args.quiet and sys.stderr.isatty()
+    if settings.uses_dev_keys and not args.quiet:
+        print("lb produce: signing with the insecure built-in development key", file=sys.stderr)
+
+    topic = ensure_topic(
+        settings.kafka_bootstrap,
+        settings.topic,
+        args.partitions,
+        settings.kafka_extra,
+        TOPIC_CONFIG,
+    )
+    if topic.warning and not args.quiet:
+        print(f"lb produce: {topic.warning}", file=sys.stderr)
+
+    expected: Counter[str] = Counter()
+    producer = ScoreProducer(settings.kafka_bootstrap, settings.topic, settings.kafka_extra)
+    progress = _Progress(sys.stderr if show_progress else None)
+    started = time.monotonic()
+    error: str | None = None
+    with producer:
+        # Check the clock every few ms of target time, not per record.
+        check_every = max(1, int(args.rate / 200)) if args.rate else 1024
+        for index, record in enumerate(generator.records(args.count)):
+            producer.produce_record(record.key, record.value, record.timestamp_ms)
+            expected[record.expected] += 1
+            if index % check_every == 0:
+                if args.rate:
+                    due = started + (index + 1) / args.rate
+                    # poll() returns early once it served a delivery report: loop.
+                    while (ahead := due - time.monotonic()) > 0:
+                        producer.poll(ahead)
+                progress.update(time.monotonic() - started, producer)
+        try:
+            producer.flush(_FLUSH_TIMEOUT_S)
+        except ServiceError as exc:
+            error = str(exc)
+    seconds = time.monotonic() - started
+    progress.finish(seconds, producer)
+
+    summary = {
+        "topic": topic.name,
+        "partitions": topic.partitions,
+        "topic_created": topic.created,
+        "produced": producer.produced,
+        "delivered": producer.delivered,
+        "failed": producer.failed,
+        "seconds": round(seconds, 3),
+        "rate": round(producer.produced / seconds) if seconds > 0 else None,
+        "seed": seed,
+        "start_ms": start_ms,
+        "expected": {name: expected[name] for name in EXPECTED_VALUES if expected[name]},
+    }
+    if error is not None:
+        summary["error"] = error
+    print(json.dumps(summary))
+    if error is not None:
+        raise ServiceError(error)
+    return 0
+
+
+class _Progress:
+    """A one-line, self-overwriting progress display, at most 4 updates a second."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self._stream = stream
+        self._last = -_PROGRESS_INTERVAL_S
+
+    def update(self, elapsed: float, producer: ScoreProducer) -> None:
+        if self._stream is None or elapsed - self._last < _PROGRESS_INTERVAL_S:
+            return
+        self._last = elapsed
+        self._write(elapsed, producer)
+
+    def finish(self, elapsed: float, producer: ScoreProducer) -> None:
+        if self._stream is not None:
+            self._write(elapsed, producer)
+            self._stream.write("\n")
+            self._stream.flush()
+
+    def _write(self, elapsed: float, producer: ScoreProducer) -> None:
+        assert self._stream is not None
+        rate = producer.produced / elapsed if elapsed > 0 else 0.0
+        self._stream.write(
+            f"\r{producer.produced:>12,} produced {producer.delivered:>12,} delivered "
+            f"{producer.failed:>6,} failed {rate:>10,.0f}/s"
+        )
+        self._stream.flush()
+
+
+def _start_ms(raw: str | None) -> int:
+    """Epoch ms of ``--start-ts``; the wall clock only when it is not given."""
+    if raw is None:
+        return (datetime.now(UTC) - _EPOCH) // timedelta(milliseconds=1)
+    if raw.isdigit():
+        return int(raw)
+    try:
+        moment = datetime.fromisoformat(raw)
+    except ValueError as exc:
+        raise ConfigError(f"--start-ts {raw!r} is neither ISO 8601 nor epoch ms") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(milliseconds=1)  # exact, unlike float seconds
+
+
+def _ids(raw: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def _positive_int(raw: str) -> int:
+    value = int(raw)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative_int(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _positive_float(raw: str) -> float:
+    value = float(raw)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {raw}")
+    return value
+
+
+def _non_negative_float(raw: str) -> float:
+    value = float(raw)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {raw}")
+    return value
+
+
+def _ratio(raw: str) -> float:
+    value = float(raw)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be within 0..1, got {raw}")
+    return value

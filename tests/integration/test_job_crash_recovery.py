@@ -1,0 +1,110 @@
+"""Exactly-once effects under SIGKILL: the job is killed at random moments while
+events arrive, restarted each time, and every board must equal the oracle."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sinks.dead_letters import header_map
+from tests.integration.streams import (
+    GAMES_TOML,
+    REPO,
+    chunks,
+    generate,
+    job_env,
+    lb,
+    oracle,
+    produce,
+    read_boards,
+    read_dead_letters,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+KILLS = 4
+
+
+def _start_job(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "lb.cli", "run"],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def _stats(client: Any, namespace: str) -> dict[str, int]:
+    stats: dict[str, int] = {}
+    for key in client.scan_iter(match=f"{namespace}:*:meta:stats"):
+        for name, value in client.hgetall(key).items():
+            stats[name.decode()] = stats.get(name.decode(), 0) + int(value)
+    stats.pop("saturated", None)
+    return stats
+
+
+def test_kill_9_at_random_moments_loses_and_doubles_nothing(
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+) -> None:
+    seed = int(os.environ.get("LB_TEST_SEED", random.randrange(1 << 30)))
+    rng = random.Random(seed)
+    print(f"seed={seed}")
+    games = tmp_path / "games.toml"
+    games.write_text(GAMES_TOML)
+    stream = generate(seed=seed, count=30_000)
+    env = job_env(topic, namespace, tmp_path / "state", games)
+
+    def feed() -> None:
+        for part in chunks(stream.records, 1500):
+            produce(kafka_bootstrap, topic, part)
+            time.sleep(0.25)
+
+    producer = threading.Thread(target=feed)
+    producer.start()
+    progress = []
+    try:
+        for _ in range(KILLS):
+            job = _start_job(env)
+            time.sleep(rng.uniform(2.0, 4.5))
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait(timeout=30)
+            progress.append(sum(_stats(redis_client, namespace).values()))
+    finally:
+        producer.join(timeout=120)
+    assert not producer.is_alive()
+    # The kills really landed while records were being applied, not before or after.
+    assert sum(1 for a, b in zip([0, *progress], progress, strict=False) if b > a) >= 2, progress
+    assert progress[-1] < len(stream.records), progress
+
+    done = lb(["run", "--until-end"], env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    expected, counts = oracle(stream.records)
+    got = read_boards(redis_client, namespace)
+    assert set(got) == set(expected), f"seed={seed}"
+    for key in expected:
+        assert got[key] == expected[key], f"{key} seed={seed}"
+
+    letters = read_dead_letters(kafka_bootstrap, f"{topic}.dlq")
+    positions = [
+        (int(h["source.partition"]), int(h["source.offset"]))
+        for h in (header_map(m.headers()) for m in letters)
+    ]
+    assert len(positions) == len(set(positions)), f"a dead letter was written twice, seed={seed}"
+    bad = {(r.partition, r.offset) for r in stream.records if r.expected not in ("ok", "duplicate")}
+    assert set(positions) == bad
+
+    stats = _stats(redis_client, namespace)
+    assert stats["duplicate"] == counts["duplicate"]
+    assert stats["applied"] + stats["noop"] == counts["accepted"]
