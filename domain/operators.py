@@ -73,3 +73,30 @@ def saturates(op: Operator, current: Entry | None, score: int, max_score: int) -
         return False
     total = (current.score if current is not None else 0) + score
     return total > max_score
+
+
+def apply_composite(
+    op: Operator, current: int | None, score: int, slot: int, slots: int, max_score: int
+) -> int:
+    """:func:`apply` on packed board values (``score * slots + slots - 1 - slot``).
+
+    The planner's hot path: the same rules without building :class:`Entry`
+    objects. ``current`` is the player's composite (``None`` when absent);
+    the result equals ``current`` exactly when the event changes nothing.
+    Inputs must already be in range (validation guarantees it).
+    """
+    new = score * slots + (slots - 1 - slot)
+    if current is None:
+        return new
+    if op is Operator.BEST:
+        # Composite order is (score, earlier slot) order: max is the rule.
+        return new if new > current else current
+    cur_score, rest = divmod(current, slots)
+    cur_slot = slots - 1 - rest
+    if op is Operator.INCR:
+        total = min(cur_score + score, max_score)
+        last = cur_slot if cur_slot > slot else slot
+        return total * slots + (slots - 1 - last)
+    if op is Operator.SET:
+        return new if slot >= cur_slot else current
+    raise ValueError(f"unknown operator {op!r}")  # pragma: no cover - exhaustive

@@ -27,11 +27,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from domain.events import EventKind
-from domain.games import GameConfig
+from domain.games import Operator
 from domain.keys import GroupKeys, shard_tag, watermark_field
-from domain.operators import Entry, apply, saturates
+from domain.operators import apply_composite
 from domain.records import Accepted, CheckedBatch
-from domain.scoring import TieCodec
 from domain.windows import Window, window_from_id
 
 #: Counter names kept in ``meta:stats`` (written in the same transaction as the boards).
@@ -57,25 +56,23 @@ class GenerationalCache:
     New entries go to the young generation; when it is full the old
     generation is dropped and the young one becomes old. A hit in the old
     generation is promoted. Memory stays under ``2 * capacity`` entries.
+    Values are a player's known board values: ``{window id: composite or None}``.
     """
 
     def __init__(self, capacity: int) -> None:
         self._capacity = max(1, capacity)
-        self._young: dict[tuple[str, str], int | None] = {}
-        self._old: dict[tuple[str, str], int | None] = {}
+        self._young: dict[tuple[str, str], dict[str, int | None]] = {}
+        self._old: dict[tuple[str, str], dict[str, int | None]] = {}
 
-    _MISSING: object = object()
-
-    def get(self, key: tuple[str, str]) -> int | object | None:
-        """The cached composite, ``None`` for a known absence, or ``_MISSING``."""
-        found = self._young.get(key, self._MISSING)
-        if found is self._MISSING:
-            found = self._old.get(key, self._MISSING)
-            if found is not self._MISSING:
-                self.put(key, found)  # type: ignore[arg-type]
+    def get(self, key: tuple[str, str]) -> dict[str, int | None] | None:
+        found = self._young.get(key)
+        if found is None:
+            found = self._old.pop(key, None)
+            if found is not None:
+                self.put(key, found)
         return found
 
-    def put(self, key: tuple[str, str], value: int | None) -> None:
+    def put(self, key: tuple[str, str], value: dict[str, int | None]) -> None:
         if len(self._young) >= self._capacity and key not in self._young:
             self._old = self._young
             self._young = {}
@@ -85,9 +82,20 @@ class GenerationalCache:
         return len(self._young) + len(self._old)
 
 
-MISSING = GenerationalCache._MISSING
+@dataclass(frozen=True, slots=True)
+class _Board:
+    """What the hot loop needs of one board, computed once per window."""
+
+    key: str
+    window_id: str
+    origin_ms: int
+    unit_ms: int  # 0: no time tie-break (every event in slot 0)
+    slots: int
+    expire_at_s: int | None
+
+
 #: A member whose value was never read (a RETRACT removes it without looking).
-_UNKNOWN: object = object()
+_UNKNOWN = -1
 
 
 @dataclass
@@ -134,7 +142,7 @@ class WritePlan:
 
     partition: int
     groups: list[GroupWrite] = field(default_factory=list)
-    cache_updates: dict[tuple[str, str], int | None] = field(default_factory=dict)
+    cache_updates: dict[tuple[str, str], dict[str, int | None]] = field(default_factory=dict)
     watermark_updates: dict[tuple[str, str], int] = field(default_factory=dict)
     #: Windows newly registered per registry key (SADDed by this plan).
     registry_updates: dict[str, set[str]] = field(default_factory=dict)
@@ -171,7 +179,7 @@ class BoardPlanner:
         self._registries: dict[str, set[str]] = {}
         # ... and the windows this worker registered itself, read or not.
         self._registered: dict[str, set[str]] = {}
-        self._codecs: dict[tuple[str, str], TieCodec] = {}
+        self._boards: dict[tuple[str, str, str], _Board] = {}
         self._keys: dict[str, GroupKeys] = {}
 
     # -- phase 1 ---------------------------------------------------------------
@@ -180,30 +188,41 @@ class BoardPlanner:
         """The reads this batch needs that the caches cannot answer."""
         need = Lookups()
         field_name = watermark_field(batch.topic, batch.partition)
+        horizon = self._horizon_ms
         for group in self._groups(batch):
             keys = group.keys
+            tag = keys.tag
             if (keys.watermarks, field_name) not in self._watermarks:
                 need.watermarks.append((keys.watermarks, field_name))
             buckets: dict[int, list[str]] = {}
-            for rec in group.records:
-                bucket = rec.record_ts_ms // self._horizon_ms
-                for b in (bucket, bucket - 1):
-                    buckets.setdefault(b, []).append(rec.event.event_id)
-            need.seen.extend((keys.seen(b), ids) for b, ids in sorted(buckets.items()))
             missing: dict[str, list[str]] = {}
             retracts = False
+            asked: set[tuple[str, str]] = set()
             for rec in group.records:
-                if rec.event.kind is EventKind.RETRACT:
+                event = rec.event
+                bucket = rec.record_ts_ms // horizon
+                ids = buckets.get(bucket)
+                if ids is None:
+                    ids = buckets[bucket] = []
+                ids.append(event.event_id)
+                if event.kind is EventKind.RETRACT:
                     retracts = True
                     continue
-                player = rec.event.player_id
+                player = event.player_id
+                known = self._entries.get((tag, player))
                 for window in rec.windows:
-                    key = keys.board(window.id)
-                    if self._entries.get((key, player)) is MISSING:
-                        missing.setdefault(key, []).append(player)
+                    if known is None or window.id not in known:
+                        board = self._board(keys, rec, window)
+                        if (board.key, player) not in asked:
+                            asked.add((board.key, player))
+                            missing.setdefault(board.key, []).append(player)
+            for bucket, ids in sorted(buckets.items()):
+                # A duplicate within the horizon sits in this bucket or the one before.
+                need.seen.append((keys.seen(bucket), ids))
+                need.seen.append((keys.seen(bucket - 1), ids))
             if retracts and keys.boards not in self._registries:
                 need.registries.append(keys.boards)
-            need.scores.extend((key, sorted(set(players))) for key, players in missing.items())
+            need.scores.extend(missing.items())
         return need
 
     # -- phase 2 ---------------------------------------------------------------
@@ -247,6 +266,7 @@ class BoardPlanner:
         plan: WritePlan,
     ) -> GroupWrite | None:
         keys = group.keys
+        tag = keys.tag
         wm_key = (keys.watermarks, field_name)
         watermark = self._watermarks.get(wm_key)
         if watermark is None:
@@ -264,103 +284,133 @@ class BoardPlanner:
             complete = registries_read[keys.boards]
         registry = set(complete or ()) | self._registered.get(keys.boards, set())
         write = GroupWrite(keys=keys, seen_ttl_s=3 * self._horizon_ms // 1000 + 1)
-        write.stats = {APPLIED: 0, NOOP: 0, DUPLICATE: 0, SATURATED: 0}
-        initial: dict[tuple[str, str], int | None] = {}
-        working: dict[tuple[str, str], int | None] = {}
+        applied = noop = duplicates = saturated = 0
+        # Per player: the values before the batch and as the batch goes.
+        initial: dict[str, dict[str, int | None]] = {}
+        working: dict[str, dict[str, int | None]] = {}
         batch_seen: dict[str, int] = {}
+        horizon = self._horizon_ms
+        entries = self._entries
+        last_bucket: int | None = None
+        seen_here: dict[str, int] = {}
+        seen_prior: dict[str, int] = {}
+        ids: dict[str, int] = {}
 
-        def current(key: str, player: str) -> int | None:
-            slot = (key, player)
-            if slot in working:
-                return working[slot]
-            value = self._entries.get(slot)
-            if value is MISSING:
-                value = scores_read.get(slot)
-            initial[slot] = value  # type: ignore[assignment]
-            working[slot] = value  # type: ignore[assignment]
-            return value  # type: ignore[return-value]
-
-        def remove(key: str, player: str) -> bool:
-            """Drop a member; a value nobody read is removed blindly (ZREM is idempotent)."""
-            slot = (key, player)
-            if slot not in working:
-                value = self._entries.get(slot)
-                if value is MISSING:
-                    value = scores_read.get(slot, _UNKNOWN)
-                initial[slot] = value  # type: ignore[assignment]
-                working[slot] = value  # type: ignore[assignment]
-            was = working[slot]
-            working[slot] = None
-            return was is not None
+        def values_of(player: str) -> tuple[dict[str, int | None], dict[str, int | None]]:
+            mine = working.get(player)
+            if mine is None:
+                cached = entries.get((tag, player))
+                before: dict[str, int | None] = dict(cached) if cached is not None else {}
+                initial[player] = before
+                mine = working[player] = dict(before)
+            return mine, initial[player]
 
         for rec in fresh:
             event = rec.event
-            if self._is_duplicate(keys, rec, seen_read, batch_seen):
-                write.stats[DUPLICATE] += 1
+            event_id = event.event_id
+            record_ts = rec.record_ts_ms
+            earlier = batch_seen.get(event_id)
+            if earlier is not None and abs(record_ts - earlier) <= horizon:
+                duplicates += 1
                 continue
-            batch_seen[event.event_id] = rec.record_ts_ms
-            bucket_key = keys.seen(rec.record_ts_ms // self._horizon_ms)
-            write.seen.setdefault(bucket_key, {})[event.event_id] = rec.record_ts_ms
-            changed = False
+            bucket = record_ts // horizon
+            if bucket != last_bucket:
+                last_bucket = bucket
+                bucket_key = keys.seen(bucket)
+                seen_here = seen_read.get(bucket_key, {})
+                seen_prior = seen_read.get(keys.seen(bucket - 1), {})
+                ids = write.seen.setdefault(bucket_key, {})
+            if self._seen_before(seen_here, seen_prior, event_id, record_ts):
+                duplicates += 1
+                continue
+            batch_seen[event_id] = record_ts
+            ids[event_id] = record_ts
             player = event.player_id
+            mine, before = values_of(player)
+            changed = False
             if event.kind is EventKind.RETRACT:
                 for window_id in sorted(registry):
-                    changed = remove(keys.board(window_id), player) or changed
-            else:
-                for window in rec.windows:
-                    key = keys.board(window.id)
-                    if window.id not in registry:
-                        registry.add(window.id)
-                        write.new_windows.append(window.id)
-                    codec = self._codec(event.game_id, rec.game, window)
-                    slot = codec.slot(event.ts_ms)
-                    value = current(key, player)
-                    entry = None if value is None else Entry(*codec.split(value))
-                    op, cap = rec.game.operator, rec.game.max_score
-                    if saturates(op, entry, event.score, cap):
-                        write.stats[SATURATED] += 1
-                    new = apply(op, entry, event.score, slot, cap)
-                    if new != entry:
-                        working[(key, player)] = codec.compose(new.score, new.slot)
+                    if window_id not in mine:
+                        board_key = keys.board(window_id)
+                        value = scores_read.get((board_key, player), _UNKNOWN)
+                        if (board_key, player) not in scores_read:
+                            before[window_id] = _UNKNOWN
+                        else:
+                            before[window_id] = value
+                        mine[window_id] = value
+                    if mine[window_id] is not None:
+                        mine[window_id] = None
                         changed = True
-                    expire_ms = rec.game.expire_at_ms(window)
-                    if expire_ms is not None:
-                        write.expire_at_s[key] = -(-expire_ms // 1000)
-            write.stats[APPLIED if changed else NOOP] += 1
-
-        for member, value in working.items():
-            if value == initial[member]:
-                continue
-            key, player = member
-            if value is None:
-                write.zrem.setdefault(key, []).append(player)
             else:
-                write.zadd.setdefault(key, {})[player] = value
-            plan.cache_updates[member] = value
-        for member, value in initial.items():
-            if member not in plan.cache_updates and value is not _UNKNOWN:
-                plan.cache_updates[member] = value  # remember what was read
+                game = rec.game
+                op = game.operator
+                best = op is Operator.BEST
+                cap = game.max_score
+                score = event.score
+                ts = event.ts_ms
+                for window in rec.windows:
+                    board = self._board(keys, rec, window)
+                    window_id = board.window_id
+                    if window_id not in registry:
+                        registry.add(window_id)
+                        write.new_windows.append(window_id)
+                    if board.expire_at_s is not None:
+                        write.expire_at_s[board.key] = board.expire_at_s
+                    if window_id in mine:
+                        current = mine[window_id]
+                    else:
+                        current = scores_read.get((board.key, player))
+                        before[window_id] = current
+                        mine[window_id] = current
+                    slot = (ts - board.origin_ms) // board.unit_ms if board.unit_ms else 0
+                    new = apply_composite(op, current, score, slot, board.slots, cap)
+                    if new == current:
+                        if best:
+                            # Windows come narrowest first and a wider board's
+                            # best is never below a narrower one's: done.
+                            break
+                        continue
+                    if (
+                        op is Operator.INCR
+                        and current is not None
+                        and current // board.slots + score > cap
+                    ):
+                        saturated += 1
+                    mine[window_id] = new
+                    changed = True
+            if changed:
+                applied += 1
+            else:
+                noop += 1
+
+        write.stats = {APPLIED: applied, NOOP: noop, DUPLICATE: duplicates, SATURATED: saturated}
+        for player, mine in working.items():
+            before = initial[player]
+            for window_id, value in mine.items():
+                if value == before.get(window_id, _UNKNOWN) and window_id in before:
+                    continue
+                board_key = keys.board(window_id)
+                if value is None:
+                    write.zrem.setdefault(board_key, []).append(player)
+                else:
+                    write.zadd.setdefault(board_key, {})[player] = value
+            plan.cache_updates[(tag, player)] = {w: v for w, v in mine.items() if v != _UNKNOWN}
         last = fresh[-1].offset
         write.watermark = (field_name, last)
         plan.watermark_updates[wm_key] = last
         plan.registry_updates[keys.boards] = set(write.new_windows)
         return write
 
-    def _is_duplicate(
+    def _seen_before(
         self,
-        keys: GroupKeys,
-        rec: Accepted,
-        seen_read: dict[str, dict[str, int]],
-        batch_seen: dict[str, int],
+        seen_here: dict[str, int],
+        seen_before: dict[str, int],
+        event_id: str,
+        record_ts: int,
     ) -> bool:
-        event_id = rec.event.event_id
-        earlier = batch_seen.get(event_id)
-        if earlier is not None and abs(rec.record_ts_ms - earlier) <= self._horizon_ms:
-            return True
-        bucket = rec.record_ts_ms // self._horizon_ms
-        for b in (bucket, bucket - 1):
-            stored = seen_read.get(keys.seen(b), {}).get(event_id)
-            if stored is not None and abs(rec.record_ts_ms - stored) <= self._horizon_ms:
+        horizon = self._horizon_ms
+        for stored in (seen_here.get(event_id), seen_before.get(event_id)):
+            if stored is not None and abs(record_ts - stored) <= horizon:
                 return True
         return False
 
@@ -368,13 +418,13 @@ class BoardPlanner:
 
     def commit(self, plan: WritePlan) -> None:
         """Redis acknowledged ``plan``: the caches may now rely on it."""
-        for slot, value in plan.cache_updates.items():
-            self._entries.put(slot, value)
+        for member, values in plan.cache_updates.items():
+            self._entries.put(member, values)
         self._watermarks.update(plan.watermark_updates)
-        for key, added in plan.registry_updates.items():
-            self._registered.setdefault(key, set()).update(added)
-            if key in self._registries:
-                self._registries[key] |= added
+        for registry_key, added in plan.registry_updates.items():
+            self._registered.setdefault(registry_key, set()).update(added)
+            if registry_key in self._registries:
+                self._registries[registry_key] |= added
 
     def remember_registries(self, lookups: Lookups, results: LookupResults) -> None:
         """Keep registries read for a batch even if it turned out to need no write."""
@@ -387,7 +437,13 @@ class BoardPlanner:
     def _groups(self, batch: CheckedBatch) -> Iterable[_Group]:
         groups: dict[str, _Group] = {}
         for rec in batch.accepted:
-            tag = shard_tag(rec.event.game_id, shard_of(rec.event.player_id, rec.game.shards))
+            shards = rec.game.shards
+            game_id = rec.event.game_id
+            tag = (
+                game_id
+                if shards <= 1
+                else shard_tag(game_id, shard_of(rec.event.player_id, shards))
+            )
             group = groups.get(tag)
             if group is None:
                 keys = self._keys.get(tag)
@@ -397,14 +453,24 @@ class BoardPlanner:
             group.records.append(rec)
         return groups.values()
 
-    def _codec(self, game_id: str, game: GameConfig, window: Window) -> TieCodec:
-        key = (game_id, window.id)
-        codec = self._codecs.get(key)
-        if codec is None:
-            if len(self._codecs) > 10_000:
-                self._codecs.clear()
-            codec = self._codecs[key] = game.codec(window)
-        return codec
+    def _board(self, keys: GroupKeys, rec: Accepted, window: Window) -> _Board:
+        spec_key = (keys.tag, rec.event.game_id, window.id)
+        board = self._boards.get(spec_key)
+        if board is None:
+            if len(self._boards) > 100_000:
+                self._boards.clear()
+            codec = rec.game.codec(window)
+            unit = codec.resolution.unit_ms
+            expire_ms = rec.game.expire_at_ms(window)
+            board = self._boards[spec_key] = _Board(
+                key=keys.board(window.id),
+                window_id=window.id,
+                origin_ms=codec.origin_ms,
+                unit_ms=unit or 0,
+                slots=codec.slots,
+                expire_at_s=None if expire_ms is None else -(-expire_ms // 1000),
+            )
+        return board
 
 
 def window_of_board(window_id: str) -> Window:

@@ -8,7 +8,7 @@ is verified before any field is trusted (bounds on a forged event mean nothing).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from domain.errors import CodecError
 from domain.events import EventKind, ScoreEvent
@@ -29,6 +29,7 @@ UNKNOWN_GAME = "UNKNOWN_GAME"
 CODES = (DECODE, SCHEMA, SIGNATURE, UNKNOWN_KEY, BOUNDS, FUTURE, LATE, UNKNOWN_GAME)
 
 MAX_ID_LENGTH = 128
+_NARROW_FIRST = {WindowKind.DAILY: 0, WindowKind.WEEKLY: 1, WindowKind.ALLTIME: 2}
 
 
 class Rejected(Exception):
@@ -38,27 +39,6 @@ class Rejected(Exception):
         super().__init__(detail)
         self.code = code
         self.detail = detail
-
-
-class WindowResolver:
-    """Memoises the windows of a UTC day: every event of a day shares them.
-
-    Computing ISO weeks per event would dominate validation at 100K events/s;
-    one dict lookup per event does not.
-    """
-
-    def __init__(self) -> None:
-        self._by_day: dict[tuple[int, tuple[WindowKind, ...]], tuple[Window, ...]] = {}
-
-    def windows(self, kinds: tuple[WindowKind, ...], ts_ms: int) -> tuple[Window, ...]:
-        key = (ts_ms // 86_400_000, kinds)
-        found = self._by_day.get(key)
-        if found is None:
-            if len(self._by_day) > 4096:
-                self._by_day.clear()
-            found = tuple(window_for(kind, ts_ms) for kind in kinds)
-            self._by_day[key] = found
-        return found
 
 
 class Validator:
@@ -73,8 +53,7 @@ class Validator:
         self._catalog = catalog
         self._keyring = keyring
         self._decode = decode
-        self._resolver = WindowResolver()
-        self._games: dict[str, GameConfig | None] = {}
+        self._rules: dict[str, _GameRules] = {}
 
     def check_batch(self, batch: RecordBatch) -> CheckedBatch:
         """Split one partition batch into accepted events and dead letters."""
@@ -96,65 +75,100 @@ class Validator:
             event = self._decode(record.value)
         except CodecError as exc:
             raise Rejected(exc.code, exc.detail) from None
+        rules = self._rules.get(event.game_id)
+        if rules is None:
+            _check_game_id(event.game_id)
         _check_identity(event, record)
         verdict = verify(self._keyring, event)
         if verdict is not Verdict.OK:
             if verdict is Verdict.UNKNOWN_KEY:
                 raise Rejected(UNKNOWN_KEY, f"keyId {event.key_id!r} is not in the keyring")
             raise Rejected(SIGNATURE, f"signature does not match keyId {event.key_id!r}")
-        game = self._game(event.game_id)
+        if rules is None:
+            rules = self._rules_for(event.game_id)
+        game = rules.game
+        ts = event.ts_ms
+        record_ts = record.timestamp_ms
         if event.score < 0 or (event.kind is EventKind.SCORE and event.score > game.max_score):
             raise Rejected(BOUNDS, f"score {event.score} is outside [0, {game.max_score}]")
-        if event.ts_ms > record.timestamp_ms + game.future_skew_ms:
+        if ts > record_ts + game.future_skew_ms:
             raise Rejected(
                 FUTURE,
-                f"ts {event.ts_ms} is {event.ts_ms - record.timestamp_ms} ms after the record "
+                f"ts {ts} is {ts - record_ts} ms after the record "
                 f"timestamp (allowed skew {game.future_skew_ms} ms)",
             )
-        if WindowKind.ALLTIME in game.windows and not (
-            game.alltime_origin_ms <= event.ts_ms < game.alltime_until_ms
-        ):
+        if not rules.ts_low <= ts < rules.ts_high:
             raise Rejected(
-                BOUNDS,
-                f"ts {event.ts_ms} is outside the all-time range "
-                f"[{game.alltime_origin_ms}, {game.alltime_until_ms})",
+                BOUNDS, f"ts {ts} is outside the all-time range [{rules.ts_low}, {rules.ts_high})"
             )
-        windows = self._resolver.windows(game.windows, event.ts_ms)
-        open_windows = tuple(w for w in windows if not game.is_late(w, record.timestamp_ms))
-        if not open_windows:
-            raise Rejected(
-                LATE,
-                f"every board of ts {event.ts_ms} closed more than "
-                f"{game.lateness_ms} ms before the record timestamp {record.timestamp_ms}",
-            )
-        return Accepted(record.offset, record.timestamp_ms, event, game, open_windows)
+        windows, closes_ms = rules.windows_of(ts)
+        if record_ts > closes_ms:  # some board has closed: keep only the open ones
+            windows = tuple(w for w in windows if not game.is_late(w, record_ts))
+            if not windows:
+                raise Rejected(
+                    LATE,
+                    f"every board of ts {ts} closed more than "
+                    f"{game.lateness_ms} ms before the record timestamp {record_ts}",
+                )
+        return Accepted(record.offset, record_ts, event, game, windows)
 
-    def _game(self, game_id: str) -> GameConfig:
-        try:
-            game = self._games[game_id]
-        except KeyError:
-            game = self._games[game_id] = self._catalog.lookup(game_id)
+    def _rules_for(self, game_id: str) -> _GameRules:
+        game = self._catalog.lookup(game_id)
         if game is None:
             raise Rejected(
                 UNKNOWN_GAME, f"game {game_id!r} is not configured and there is no default"
             )
-        return game
+        if len(self._rules) > 100_000:
+            self._rules.clear()
+        rules = self._rules[game_id] = _GameRules(game)
+        return rules
+
+
+class _GameRules:
+    """One game's checks, with its windows memoised per UTC day.
+
+    ``windows_of`` also returns the earliest time any of those boards closes
+    (end + lateness), so the common case (nothing late) costs one comparison.
+    """
+
+    def __init__(self, game: GameConfig) -> None:
+        self.game = game
+        self.kinds = tuple(sorted(game.windows, key=_NARROW_FIRST.__getitem__))
+        if WindowKind.ALLTIME in game.windows:
+            self.ts_low, self.ts_high = game.alltime_origin_ms, game.alltime_until_ms
+        else:
+            self.ts_low, self.ts_high = -(2**62), 2**62
+        self._by_day: dict[int, tuple[tuple[Window, ...], int]] = {}
+
+    def windows_of(self, ts_ms: int) -> tuple[tuple[Window, ...], int]:
+        day = ts_ms // 86_400_000
+        found = self._by_day.get(day)
+        if found is None:
+            if len(self._by_day) > 4096:
+                self._by_day.clear()
+            # Narrowest first: the planner stops at the first board a BEST
+            # event cannot improve, since wider boards hold at least as much.
+            windows = tuple(window_for(kind, ts_ms) for kind in self.kinds)
+            ends = [w.end_ms + self.game.lateness_ms for w in windows if w.end_ms is not None]
+            found = self._by_day[day] = (windows, min(ends, default=2**62))
+        return found
+
+
+def _check_game_id(game_id: str) -> None:
+    if not valid_game_id(game_id):
+        raise Rejected(SCHEMA, f"gameId {game_id[:80]!r} is not [A-Za-z0-9._-]{{1,64}}")
 
 
 def _check_identity(event: ScoreEvent, record: SourceRecord) -> None:
-    if not valid_game_id(event.game_id):
-        raise Rejected(SCHEMA, f"gameId {event.game_id[:80]!r} is not [A-Za-z0-9._-]{{1,64}}")
-    for name, value in (("eventId", event.event_id), ("playerId", event.player_id)):
-        if not 0 < len(value) <= MAX_ID_LENGTH:
-            raise Rejected(
-                SCHEMA, f"{name} must be 1..{MAX_ID_LENGTH} characters, got {len(value)}"
-            )
+    if not 0 < len(event.event_id) <= MAX_ID_LENGTH:
+        raise Rejected(
+            SCHEMA, f"eventId must be 1..{MAX_ID_LENGTH} characters, got {len(event.event_id)}"
+        )
+    if not 0 < len(event.player_id) <= MAX_ID_LENGTH:
+        raise Rejected(
+            SCHEMA, f"playerId must be 1..{MAX_ID_LENGTH} characters, got {len(event.player_id)}"
+        )
     # The key decides the partition, and one partition owns a player: a record
     # keyed otherwise could be applied out of order by another worker.
     if record.key != event.player_id.encode():
         raise Rejected(SCHEMA, "record key must be the UTF-8 playerId")
-
-
-def partition_dead(batches: Iterable[CheckedBatch]) -> list[DeadLetter]:
-    """All dead letters of some batches, in order (for the dead-letter sink)."""
-    return [letter for batch in batches for letter in batch.dead]

@@ -95,6 +95,7 @@ class _PartitionReader(StatefulSourcePartition[RecordBatch, int]):
     def next_batch(self) -> list[RecordBatch]:
         now = _now_ms()
         if self._batcher.room and not self._reached_end():
+            fresh: list[SourceRecord] = []
             for msg in self._consumer.consume(num_messages=self._batcher.room, timeout=0):
                 err = msg.error()
                 if err is not None:
@@ -106,9 +107,9 @@ class _PartitionReader(StatefulSourcePartition[RecordBatch, int]):
                         )
                     continue
                 offset = msg.offset() or 0
-                _, ts = msg.timestamp()
-                self._batcher.add([SourceRecord(offset, ts, msg.key(), msg.value())], now)
+                fresh.append(SourceRecord(offset, msg.timestamp()[1], msg.key(), msg.value()))
                 self._pending_next = offset + 1
+            self._batcher.add(fresh, now)
         finishing = self._stop.is_set() or self._reached_end()
         if len(self._batcher) and (finishing or self._batcher.due(now)):
             records = tuple(self._batcher.take())

@@ -3,7 +3,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.errors import EncodingError
@@ -150,3 +150,25 @@ def test_entry_is_frozen_and_hashable() -> None:
     assert {entry, Entry(1, 2)} == {entry}
     with pytest.raises(AttributeError):
         entry.score = 3  # type: ignore[misc]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    op=st.sampled_from(list(Operator)),
+    slots=st.integers(min_value=1, max_value=10_000),
+    cur=st.none() | st.tuples(st.integers(0, 500), st.integers(0, 9_999)),
+    score=st.integers(0, 500),
+    slot=st.integers(0, 9_999),
+)
+def test_apply_composite_agrees_with_apply(
+    op: Operator, slots: int, cur: tuple[int, int] | None, score: int, slot: int
+) -> None:
+    from domain.operators import apply_composite
+
+    slot %= slots
+    max_score = 600
+    entry = None if cur is None else Entry(cur[0], cur[1] % slots)
+    packed = None if entry is None else entry.score * slots + (slots - 1 - entry.slot)
+    expected = apply(op, entry, score, slot, max_score)
+    got = apply_composite(op, packed, score, slot, slots, max_score)
+    assert divmod(got, slots) == (expected.score, slots - 1 - expected.slot)
