@@ -66,8 +66,16 @@ def _install_stop_handlers(stop: StopSignal) -> None:
         pass
 
 
-def build(until_end: bool = False, namespace: str | None = None) -> Dataflow:
-    """The dataflow; ``until_end`` stops at the end offsets seen at start."""
+def build(
+    until_end: bool = False, namespace: str | None = None, dead_letters: bool = True
+) -> Dataflow:
+    """The dataflow.
+
+    ``until_end`` stops at the end offsets seen at start; ``namespace``
+    overrides ``LB_NAMESPACE`` (``lb rebuild`` builds into a staging one);
+    ``dead_letters=False`` leaves the dead-letter topic alone (a rebuild
+    replays records the live job already dead-lettered).
+    """
     settings = Settings.from_env()
     if settings.uses_dev_keys:
         log.warning("LB_HMAC_KEYS is unset: using the insecure built-in development key")
@@ -96,11 +104,12 @@ def build(until_end: bool = False, namespace: str | None = None) -> Dataflow:
     # RecordBatch(topic, partition, records=(SourceRecord(offset, ts, key, value), ...))
     checked = op.map("validate", batches, validator.check_batch)
     # CheckedBatch(accepted=(Accepted(offset, event, game, windows), ...), dead=(DeadLetter, ...))
-    op.output(
-        "dead_letters",
-        checked,
-        DeadLetterSink(settings.kafka_config(), settings.dlq_topic, settings.topic),
-    )
+    if dead_letters:
+        op.output(
+            "dead_letters",
+            checked,
+            DeadLetterSink(settings.kafka_config(), settings.dlq_topic, settings.topic),
+        )
     op.output(
         "boards",
         checked,

@@ -1,0 +1,69 @@
+"""Swap a freshly built namespace over the live one, one board group at a time.
+
+``lb rebuild`` replays Kafka into a staging namespace; this module then, for
+every hash tag (game or game shard), runs one Lua call that deletes the live
+keys the rebuild did not produce and renames every staged key over its live
+name. Both names carry the same hash tag, so they share a cluster slot and
+the swap of one group is atomic: a reader sees the old boards or the new
+ones, never an empty or half-built board.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import redis
+
+from domain.errors import ServiceError
+
+SWAP_GROUP = """
+-- KEYS: staged keys (n = ARGV[1]), then their live names (n), then live keys to drop
+local n = tonumber(ARGV[1])
+for i = 1, n do redis.call('RENAME', KEYS[i], KEYS[n + i]) end
+for i = 2 * n + 1, #KEYS do redis.call('DEL', KEYS[i]) end
+return n
+"""
+
+
+def _tag_of(key: str) -> str:
+    return key.split("{", 1)[1].split("}", 1)[0]
+
+
+def _scan(client: Any, pattern: str) -> list[str]:
+    return [
+        k.decode() if isinstance(k, bytes) else k
+        for k in client.scan_iter(match=pattern, count=1000)
+    ]
+
+
+def swap_namespace(client: Any, staging: str, live: str) -> dict[str, int]:
+    """Rename every ``staging`` key over ``live``; returns renamed keys per tag."""
+    staged: dict[str, list[str]] = defaultdict(list)
+    for key in _scan(client, f"{staging}:*"):
+        staged[_tag_of(key)].append(key)
+    script = client.register_script(SWAP_GROUP)
+    done: dict[str, int] = {}
+    # A group the replay no longer produces at all is dropped whole.
+    for key in _scan(client, f"{live}:*"):
+        staged.setdefault(_tag_of(key), [])
+    for tag, keys in sorted(staged.items()):
+        targets = [live + key[len(staging) :] for key in keys]
+        glob_tag = "".join(f"[{c}]" if c in "*?[]\\" else c for c in tag)
+        stale = set(_scan(client, f"{live}:{{{glob_tag}}}:*")) - set(targets)
+        try:
+            done[tag] = int(script(keys=[*keys, *targets, *sorted(stale)], args=[len(keys)]))
+        except redis.RedisError as exc:
+            raise ServiceError(f"swapping the rebuilt boards of {tag!r} failed: {exc}") from exc
+    return done
+
+
+def drop_namespace(client: Any, namespace: str) -> int:
+    """Delete every key of ``namespace`` (a leftover staging area); returns the count."""
+    count = 0
+    pipe = client.pipeline(transaction=False)
+    for key in _scan(client, f"{namespace}:*"):
+        pipe.delete(key)
+        count += 1
+    pipe.execute()
+    return count
