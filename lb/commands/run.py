@@ -113,8 +113,11 @@ def launch(args: argparse.Namespace, flow_call: str, flow: str) -> int:
             print(" ".join(f"'{a}'" if (";" in a or "(" in a) else a for a in argv))
         return 0
     children = [subprocess.Popen(argv) for argv in commands]
+    stopping = False
 
     def forward(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
         for child in children:
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
@@ -122,6 +125,9 @@ def launch(args: argparse.Namespace, flow_call: str, flow: str) -> int:
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
     codes = [child.wait() for child in children]
+    if stopping:
+        # A child still starting up when asked to stop ends by the signal itself.
+        codes = [0 if code == -signal.SIGTERM else code for code in codes]
     return next((code for code in codes if code != 0), 0)
 
 

@@ -1,0 +1,92 @@
+"""SIGTERM (through ``lb run``) and SIGINT (straight to ``python -m bytewax.run``)
+stop the tailing job cleanly: exit 0, no traceback, nothing lost or doubled."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.streams import (
+    GAMES_TOML,
+    REPO,
+    generate,
+    job_env,
+    lb,
+    oracle,
+    produce,
+    read_boards,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _applied(client: Any, namespace: str) -> int:
+    return sum(
+        int(v)
+        for key in client.scan_iter(match=f"{namespace}:*:meta:stats")
+        for v in client.hgetall(key).values()
+    )
+
+
+def _stop_when_busy(
+    proc: subprocess.Popen[bytes], sig: int, client: Any, namespace: str, after: int
+) -> tuple[int, bytes]:
+    deadline = time.monotonic() + 60
+    while _applied(client, namespace) <= after and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    return proc.returncode, err
+
+
+def test_sigterm_and_sigint_stop_the_job_cleanly(
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+) -> None:
+    games = tmp_path / "games.toml"
+    games.write_text(GAMES_TOML)
+    stream = generate(seed=21, count=12_000)
+    env = job_env(topic, namespace, tmp_path / "state", games)
+    produce(kafka_bootstrap, topic, stream.records[:6000])
+
+    job = subprocess.Popen(
+        [sys.executable, "-m", "lb.cli", "run"], env=env, cwd=REPO, stderr=subprocess.PIPE
+    )
+    code, err = _stop_when_busy(job, signal.SIGTERM, redis_client, namespace, 0)
+    assert code == 0, err.decode()[-3000:]
+    assert b"Traceback" not in err and b"panic" not in err
+    first = _applied(redis_client, namespace)
+    assert first > 0
+
+    produce(kafka_bootstrap, topic, stream.records[6000:])
+    recovery = tmp_path / "state" / "recovery" / "scoreboard" / topic
+    bytewax = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bytewax.run",
+            "flows.scoreboard:build()",
+            "-r",
+            str(recovery),
+            "-s",
+            "1",
+            "-b",
+            "0",
+        ],
+        env=env,
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+    )
+    code, err = _stop_when_busy(bytewax, signal.SIGINT, redis_client, namespace, first)
+    assert code == 0, err.decode()[-3000:]
+    assert b"Traceback" not in err and b"panic" not in err and b"KeyboardInterrupt" not in err
+
+    done = lb(["run", "--until-end"], env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    expected, _ = oracle(stream.records)
+    assert read_boards(redis_client, namespace) == expected
