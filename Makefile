@@ -11,3 +11,6 @@ up: install
 
 down:
 	.venv/bin/lb down
+
+demo: install
+	.venv/bin/lb demo
