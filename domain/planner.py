@@ -173,6 +173,9 @@ class BoardPlanner:
     ) -> None:
         self._namespace = namespace
         self._horizon_ms = max(1, dedupe_horizon_ms)
+        # Bucket b is consulted until bucket b+1 ends; the TTL runs from the
+        # bucket's last write, so two horizons plus a minute of lag suffice.
+        self._seen_ttl_s = 2 * self._horizon_ms // 1000 + 60
         self._entries = GenerationalCache(cache_capacity)
         self._watermarks: dict[tuple[str, str], int] = {}
         # Complete registries (read from Redis, then kept up to date) ...
@@ -283,7 +286,7 @@ class BoardPlanner:
         if complete is None and keys.boards in registries_read:
             complete = registries_read[keys.boards]
         registry = set(complete or ()) | self._registered.get(keys.boards, set())
-        write = GroupWrite(keys=keys, seen_ttl_s=3 * self._horizon_ms // 1000 + 1)
+        write = GroupWrite(keys=keys, seen_ttl_s=self._seen_ttl_s)
         applied = noop = duplicates = saturated = 0
         # Per player: the values before the batch and as the batch goes.
         initial: dict[str, dict[str, int | None]] = {}

@@ -75,7 +75,7 @@ class Settings:
     batch_ms: int = 50
     batch_max: int = 5000
     snapshot_interval_s: int = 5
-    dedupe_horizon_s: int = 600
+    dedupe_horizon_s: int = 300
     #: Redis key namespace (``<ns>:{game}:...``); tests and ``lb rebuild`` use others.
     namespace: str = "lb"
 
@@ -165,7 +165,7 @@ class Settings:
             batch_ms=_int(env, "LB_BATCH_MS", 50),
             batch_max=_int(env, "LB_BATCH_MAX", 5000),
             snapshot_interval_s=_int(env, "LB_SNAPSHOT_INTERVAL_S", 5),
-            dedupe_horizon_s=_int(env, "LB_DEDUPE_HORIZON_S", 600),
+            dedupe_horizon_s=_int(env, "LB_DEDUPE_HORIZON_S", 300),
             namespace=env.get("LB_NAMESPACE") or "lb",
         )
 
