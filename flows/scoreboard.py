@@ -15,10 +15,12 @@ from __future__ import annotations
 import logging
 import signal
 from types import FrameType
+from typing import Any
 
 import bytewax.operators as op
 import redis
 from bytewax.dataflow import Dataflow
+from redis.cluster import RedisCluster
 
 from domain.games import GameCatalog
 from domain.records import CheckedBatch, RecordBatch
@@ -36,8 +38,8 @@ FLOW_ID = "scoreboard"
 CACHE_CAPACITY = 2_000_000
 
 
-def redis_factory(settings: Settings) -> redis.Redis:
-    """A Redis client from the settings (URL, optional ACL user/password, TLS CA)."""
+def redis_factory(settings: Settings) -> Any:
+    """A Redis client from the settings (URL, ACL user/password, TLS CA, cluster)."""
     kwargs: dict[str, object] = {}
     if settings.redis_username:
         kwargs["username"] = settings.redis_username
@@ -45,6 +47,8 @@ def redis_factory(settings: Settings) -> redis.Redis:
         kwargs["password"] = settings.redis_password.reveal()
     if settings.redis_tls_ca is not None:
         kwargs["ssl_ca_certs"] = str(settings.redis_tls_ca)
+    if settings.redis_cluster:
+        return RedisCluster.from_url(settings.redis_url.reveal(), **kwargs)
     return redis.Redis.from_url(settings.redis_url.reveal(), **kwargs)
 
 

@@ -72,6 +72,8 @@ class Settings:
     redis_username: str | None = None
     redis_password: Secret | None = None
     redis_tls_ca: Path | None = None
+    #: ``LB_REDIS_URL`` names one node of a Redis Cluster (cluster-aware client).
+    redis_cluster: bool = False
     batch_ms: int = 50
     batch_max: int = 5000
     snapshot_interval_s: int = 5
@@ -162,6 +164,7 @@ class Settings:
             redis_username=env.get("LB_REDIS_USERNAME") or None,
             redis_password=Secret(password) if password else None,
             redis_tls_ca=Path(ca) if ca else None,
+            redis_cluster=(env.get("LB_REDIS_CLUSTER") or "0").lower() in ("1", "true", "yes"),
             batch_ms=_int(env, "LB_BATCH_MS", 50),
             batch_max=_int(env, "LB_BATCH_MAX", 5000),
             snapshot_interval_s=_int(env, "LB_SNAPSHOT_INTERVAL_S", 5),

@@ -19,6 +19,7 @@ from typing import Any
 
 import redis
 from bytewax.outputs import DynamicSink, StatelessSinkPartition
+from redis.cluster import RedisCluster
 
 from domain.errors import ServiceError
 from domain.planner import BoardPlanner, GroupWrite, LookupResults, Lookups, WritePlan
@@ -109,7 +110,8 @@ class RedisBoardStore:
 
     def __init__(self, client: Any) -> None:
         self._client = client
-        self._apply = client.register_script(APPLY_GROUP)
+        self._cluster = isinstance(client, RedisCluster)
+        self._apply = None if self._cluster else client.register_script(APPLY_GROUP)
 
     def read(self, lookups: Lookups) -> LookupResults:
         """Answer every lookup in one pipelined round trip."""
@@ -147,14 +149,47 @@ class RedisBoardStore:
         """Write every group of ``plan``; returns 1 per applied group, 0 per skipped replay."""
         if not plan.groups:
             return []
+        if self._cluster:
+            return self._apply_cluster(plan)
         pipe = self._client.pipeline(transaction=False)
         for write in plan.groups:
             keys, args = _encode(write)
-            self._apply(keys=keys, args=args, client=pipe)
+            self._apply(keys=keys, args=args, client=pipe)  # type: ignore[misc]
         try:
             return [int(x) for x in pipe.execute()]
         except redis.RedisError as exc:
             raise ServiceError(f"Redis write failed: {exc}") from exc
+
+    def _apply_cluster(self, plan: WritePlan, attempts: int = 3) -> list[int]:
+        """One pipeline per master; a group's keys share a slot, so its master runs it.
+
+        redis-py's cluster pipeline refuses scripts, so groups are routed here.
+        Re-sending a group after a topology change (MOVED, failover) is safe:
+        the script's watermark guard makes a second application a no-op.
+        """
+        for attempt in range(attempts):
+            by_node: dict[str, tuple[Any, list[tuple[list[str], list[Any]]]]] = {}
+            for write in plan.groups:
+                keys, args = _encode(write)
+                node = self._client.get_node_from_key(keys[0])
+                entry = by_node.get(node.name)
+                if entry is None:
+                    entry = by_node[node.name] = (self._client.get_redis_connection(node), [])
+                entry[1].append((keys, args))
+            try:
+                out: list[int] = []
+                for conn, calls in by_node.values():
+                    script = conn.register_script(APPLY_GROUP)
+                    pipe = conn.pipeline(transaction=False)
+                    for keys, args in calls:
+                        script(keys=keys, args=args, client=pipe)
+                    out += [int(x) for x in pipe.execute()]
+                return out
+            except (redis.ConnectionError, redis.ResponseError) as exc:
+                if attempt + 1 == attempts:
+                    raise ServiceError(f"Redis Cluster write failed: {exc}") from exc
+                self._client.nodes_manager.initialize()
+        raise AssertionError("unreachable")  # pragma: no cover
 
 
 class _BoardPartition(StatelessSinkPartition[CheckedBatch]):

@@ -83,3 +83,34 @@ def test_random_stream_gives_the_oracle_boards_and_every_bad_record_once(
     assert read_boards(redis_client, namespace) == got
     assert _stats(redis_client, namespace) == stats
     assert len(read_dead_letters(kafka_bootstrap, f"{topic}.dlq")) == len(letters)
+
+
+@pytest.mark.cluster
+def test_the_job_writes_the_same_boards_to_a_redis_cluster(
+    kafka_bootstrap: str,
+    topic: str,
+    namespace: str,
+    cluster_client: Any,
+    cluster_services: list[str],
+    tmp_path: Path,
+) -> None:
+    games = tmp_path / "games.toml"
+    games.write_text(GAMES_TOML)
+    stream = generate(seed=8, count=4000)
+    produce(kafka_bootstrap, topic, stream.records)
+    env = job_env(topic, namespace, tmp_path / "state", games)
+    env.update(LB_REDIS_URL=cluster_services[0], LB_REDIS_CLUSTER="1")
+
+    done = lb(["run", "--until-end"], env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    expected, _ = oracle(stream.records)
+    got: dict[str, dict[str, int]] = {}
+    nodes_used = set()
+    for node in cluster_client.get_primaries():
+        boards = read_boards(cluster_client.get_redis_connection(node), namespace)
+        if boards:
+            nodes_used.add(node.name)
+        got.update(boards)
+    assert got == expected
+    assert len(nodes_used) >= 2, "the games' slots should spread over several masters"
