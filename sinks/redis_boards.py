@@ -115,44 +115,59 @@ class RedisBoardStore:
 
     def read(self, lookups: Lookups) -> LookupResults:
         """Answer every lookup in one pipelined round trip."""
+        return self.read_many([lookups])[0]
+
+    def read_many(self, many: Sequence[Lookups]) -> list[LookupResults]:
+        """Answer the lookups of several batches in one pipelined round trip."""
         pipe = self._client.pipeline(transaction=False)
-        for key, name in lookups.watermarks:
-            pipe.hget(key, name)
-        for key, ids in lookups.seen:
-            pipe.hmget(key, ids)
-        for key, players in lookups.scores:
-            pipe.zmscore(key, players)
-        for key in lookups.registries:
-            pipe.smembers(key)
+        for lookups in many:
+            for key, name in lookups.watermarks:
+                pipe.hget(key, name)
+            for key, ids in lookups.seen:
+                pipe.hmget(key, ids)
+            for key, players in lookups.scores:
+                pipe.zmscore(key, players)
+            for key in lookups.registries:
+                pipe.smembers(key)
         try:
-            answers = pipe.execute()
+            answers = pipe.execute() if len(pipe) else []
         except redis.RedisError as exc:
             raise ServiceError(f"Redis read failed: {exc}") from exc
-        out = LookupResults()
+        out: list[LookupResults] = []
         at = 0
-        for _ in lookups.watermarks:
-            value = answers[at]
-            out.watermarks.append(None if value is None else int(value))
-            at += 1
-        for _ in lookups.seen:
-            out.seen.append([None if v is None else int(v) for v in answers[at]])
-            at += 1
-        for _ in lookups.scores:
-            out.scores.append(list(answers[at]))
-            at += 1
-        for _ in lookups.registries:
-            out.registries.append({m.decode() if isinstance(m, bytes) else m for m in answers[at]})
-            at += 1
+        for lookups in many:
+            got = LookupResults()
+            for _ in lookups.watermarks:
+                value = answers[at]
+                got.watermarks.append(None if value is None else int(value))
+                at += 1
+            for _ in lookups.seen:
+                got.seen.append([None if v is None else int(v) for v in answers[at]])
+                at += 1
+            for _ in lookups.scores:
+                got.scores.append(list(answers[at]))
+                at += 1
+            for _ in lookups.registries:
+                got.registries.append(
+                    {m.decode() if isinstance(m, bytes) else m for m in answers[at]}
+                )
+                at += 1
+            out.append(got)
         return out
 
     def apply(self, plan: WritePlan) -> list[int]:
         """Write every group of ``plan``; returns 1 per applied group, 0 per skipped replay."""
-        if not plan.groups:
+        return self.apply_many([plan])
+
+    def apply_many(self, plans: Sequence[WritePlan]) -> list[int]:
+        """Write the groups of several plans in one round trip (one per master)."""
+        groups = [write for plan in plans for write in plan.groups]
+        if not groups:
             return []
         if self._cluster:
-            return self._apply_cluster(plan)
+            return self._apply_cluster(groups)
         pipe = self._client.pipeline(transaction=False)
-        for write in plan.groups:
+        for write in groups:
             keys, args = _encode(write)
             self._apply(keys=keys, args=args, client=pipe)  # type: ignore[misc]
         try:
@@ -160,7 +175,7 @@ class RedisBoardStore:
         except redis.RedisError as exc:
             raise ServiceError(f"Redis write failed: {exc}") from exc
 
-    def _apply_cluster(self, plan: WritePlan, attempts: int = 3) -> list[int]:
+    def _apply_cluster(self, groups: Sequence[GroupWrite], attempts: int = 3) -> list[int]:
         """One pipeline per master; a group's keys share a slot, so its master runs it.
 
         redis-py's cluster pipeline refuses scripts, so groups are routed here.
@@ -169,7 +184,7 @@ class RedisBoardStore:
         """
         for attempt in range(attempts):
             by_node: dict[str, tuple[Any, list[tuple[list[str], list[Any]]]]] = {}
-            for write in plan.groups:
+            for write in groups:
                 keys, args = _encode(write)
                 node = self._client.get_node_from_key(keys[0])
                 entry = by_node.get(node.name)
@@ -198,15 +213,32 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
         self._planner = planner
 
     def write_batch(self, items: Sequence[CheckedBatch]) -> None:
-        for batch in items:
-            if not batch.accepted:
-                continue
-            lookups = self._planner.lookups(batch)
-            results = self._store.read(lookups) if lookups else LookupResults()
-            self._planner.remember_registries(lookups, results)
-            plan = self._planner.plan(batch, results, lookups)
-            self._store.apply(plan)
-            self._planner.commit(plan)
+        """Project every batch, acknowledged by Redis before this returns.
+
+        Returning only after the writes are acknowledged is what keeps Bytewax
+        from snapshotting source offsets past unwritten records. Batches of
+        different partitions touch disjoint players and watermark fields, so a round of at most one batch per partition shares one read
+        and one write round trip; a second batch of a partition waits for the
+        next round because it must see the first one's values.
+        """
+        pending = [batch for batch in items if batch.accepted]
+        while pending:
+            round_: list[CheckedBatch] = []
+            later: list[CheckedBatch] = []
+            partitions: set[int] = set()
+            for batch in pending:
+                (later if batch.partition in partitions else round_).append(batch)
+                partitions.add(batch.partition)
+            lookups = [self._planner.lookups(batch) for batch in round_]
+            results = self._store.read_many(lookups)
+            plans = []
+            for batch, need, got in zip(round_, lookups, results, strict=True):
+                self._planner.remember_registries(need, got)
+                plans.append(self._planner.plan(batch, got, need))
+            self._store.apply_many(plans)
+            for plan in plans:
+                self._planner.commit(plan)
+            pending = later
 
 
 class RedisBoardSink(DynamicSink[CheckedBatch]):
