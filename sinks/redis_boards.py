@@ -217,9 +217,10 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
 
         Returning only after the writes are acknowledged is what keeps Bytewax
         from snapshotting source offsets past unwritten records. Batches of
-        different partitions touch disjoint players and watermark fields, so a round of at most one batch per partition shares one read
-        and one write round trip; a second batch of a partition waits for the
-        next round because it must see the first one's values.
+        different partitions touch disjoint players and watermark fields, so a
+        round of at most one batch per partition shares one read and one write
+        round trip; a second batch of a partition waits for the next round
+        because it must see the first one's values.
         """
         pending = [batch for batch in items if batch.accepted]
         while pending:
