@@ -31,6 +31,7 @@ ORIGIN_S = int(datetime(2020, 1, 1, tzinfo=UTC).timestamp())
 UNTIL_S = int(datetime(2040, 1, 1, tzinfo=UTC).timestamp())
 MAX_SCORE = 1_000_000
 DEDUPE_HORIZON_MS = 300_000
+LATENESS_S = 3600  # the built-in default, and gday's explicit value
 
 # Boards of 2026-05 must not have expired whenever the test runs: keep them 100 years.
 _KEEP = "daily_retention_seconds = 3153600000\nweekly_retention_seconds = 3153600000\n"
@@ -225,6 +226,9 @@ def oracle(records: list[Planned]) -> tuple[dict[str, dict[str, int]], dict[str,
                 boards.get(f"{game}:{wid}", {}).pop(player, None)
             continue
         for wid, start_s, slots in _window_ids(event.ts_ms, only_daily=game == "gday"):
+            closes_s = start_s + slots + LATENESS_S  # windowed boards: end + lateness
+            if wid != "alltime" and rec.record_ts > closes_s * 1000:
+                continue  # this board closed before the record arrived (a late copy)
             windows_of.setdefault(game, set()).add(wid)
             board = boards.setdefault(f"{game}:{wid}", {})
             slot = event.ts_ms // 1000 - start_s
