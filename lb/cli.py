@@ -21,6 +21,8 @@ COMMANDS: tuple[str, ...] = (
     "run",
     "rebuild",
     "read",
+    "friends",
+    "serve",
     "demo",
 )
 

@@ -1,0 +1,89 @@
+"""``lb friends``, ``lb friends-add``, ``lb friends-remove``, ``lb friends-list``.
+
+Friend lists are one-way ("following") and per game; the friends board ranks a
+player among the players they follow (``readers.friends``). Like the other
+read commands, this is an edge: settings from the environment, clock read here.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from lb.commands.read import add_window, emit, now_ms, table
+from lb.settings import Settings
+from readers import game_catalog, redis_client
+from readers.friends import FriendsReader
+
+
+def _reader() -> FriendsReader:
+    settings = Settings.from_env()
+    return FriendsReader(redis_client(settings), game_catalog(settings), settings.namespace)
+
+
+def _board(args: argparse.Namespace) -> int:
+    board = _reader().board(args.game, args.player, args.window, now_ms=now_ms())
+    if args.json:
+        emit(board)
+        return 0
+    source = f"cached, {board['ttl']} s left" if board["cached"] else "fresh"
+    print(f"{args.game} {board['window']}: {args.player} and friends ({source})")
+    print(table(board["entries"], args.player))
+    return 0
+
+
+def _add(args: argparse.Namespace) -> int:
+    added = _reader().add(args.game, args.player, args.friends)
+    if args.json:
+        emit({"playerId": args.player, "added": added})
+    else:
+        print(f"{args.player}: {added} new friend(s)")
+    return 0
+
+
+def _remove(args: argparse.Namespace) -> int:
+    removed = _reader().remove(args.game, args.player, args.friends)
+    if args.json:
+        emit({"playerId": args.player, "removed": removed})
+    else:
+        print(f"{args.player}: {removed} friend(s) removed")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    friends = _reader().list_friends(args.game, args.player)
+    if args.json:
+        emit({"playerId": args.player, "friends": friends})
+    else:
+        print("\n".join(friends) if friends else f"{args.player} follows nobody")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``friends``, ``friends-add``, ``friends-remove`` and ``friends-list``."""
+    board = subparsers.add_parser(
+        "friends",
+        help="a player ranked among their friends",
+        description="A player and the players they follow, ranked among themselves on one "
+        "board (cached in Redis for about 5 s).",
+    )
+    board.add_argument("game")
+    board.add_argument("player")
+    add_window(board)
+    board.set_defaults(handler=_board)
+
+    for name, handler, verb in (
+        ("friends-add", _add, "follow"),
+        ("friends-remove", _remove, "unfollow"),
+    ):
+        sub = subparsers.add_parser(name, help=f"{verb} players (one-way, per game)")
+        sub.add_argument("game")
+        sub.add_argument("player")
+        sub.add_argument("friends", nargs="+", metavar="FRIEND")
+        sub.add_argument("--json", action="store_true")
+        sub.set_defaults(handler=handler)
+
+    listing = subparsers.add_parser("friends-list", help="the players a player follows")
+    listing.add_argument("game")
+    listing.add_argument("player")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(handler=_list)

@@ -1,0 +1,144 @@
+"""``lb top``, ``lb rank``, ``lb around``: read a leaderboard from Redis.
+
+The edge of the Python read API (``readers.boards``): settings come from the
+environment (``LB_REDIS_URL``, ``LB_NAMESPACE``, ``LB_GAMES``) and the clock is
+read here, once, to resolve ``--window daily`` / ``weekly`` to the current UTC
+day or ISO week. ``--json`` prints exactly the Python API's answer; without it
+a table. A player without a score on the board exits 1 (JSON with nulls).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from domain.ranking import Entry
+from lb.settings import Settings
+from readers import game_catalog, redis_client
+from readers.boards import BoardReader
+
+WINDOW_HELP = (
+    "alltime, daily, weekly (the current UTC day / ISO week) or an explicit "
+    "daily:YYYY-MM-DD / weekly:YYYY-Www (default: alltime)"
+)
+
+
+def now_ms() -> int:
+    """The wall clock in epoch ms: read at this edge only, never in readers."""
+    return time.time_ns() // 1_000_000
+
+
+def board_reader(settings: Settings) -> BoardReader:
+    """The reader of the configured Redis, namespace and game catalog."""
+    return BoardReader(redis_client(settings), game_catalog(settings), settings.namespace)
+
+
+def emit(doc: Any) -> None:
+    """Print one JSON document on one line (what ``--json`` promises)."""
+    print(json.dumps(doc))
+
+
+def table(rows: Sequence[Entry], marker: str | None = None) -> str:
+    """Entries as aligned text; the ``marker`` player's line is flagged with ``>``."""
+    if not rows:
+        return "  (no entries)"
+    ranks = ["-" if row["rank"] is None else str(row["rank"]) for row in rows]
+    rank_w = max(4, *(len(r) for r in ranks))
+    name_w = max(6, *(len(row["playerId"]) for row in rows))
+    lines = [f"  {'rank':>{rank_w}}  {'player':<{name_w}}  score"]
+    for rank, row in zip(ranks, rows, strict=True):
+        flag = ">" if row["playerId"] == marker else " "
+        lines.append(f"{flag} {rank:>{rank_w}}  {row['playerId']:<{name_w}}  {row['score']}")
+    return "\n".join(lines)
+
+
+def _top(args: argparse.Namespace) -> int:
+    reader = board_reader(Settings.from_env())
+    page = reader.top(args.game, args.window, args.limit, args.offset, args.cursor, now_ms=now_ms())
+    if args.json:
+        emit(page)
+        return 0
+    print(f"{args.game} {page['window']}")
+    print(table(page["entries"]))
+    if page["nextCursor"]:
+        print(f"next page: --cursor {page['nextCursor']}")
+    return 0
+
+
+def _rank(args: argparse.Namespace) -> int:
+    reader = board_reader(Settings.from_env())
+    answer = reader.rank(args.game, args.player, args.window, now_ms=now_ms())
+    if args.json:
+        emit(answer)
+    elif answer["score"] is None:
+        print(f"{args.player} has no score on {args.game} {answer['window']}")
+    else:
+        rank = "beyond the exact tier" if answer["rank"] is None else f"#{answer['rank']}"
+        print(
+            f"{args.player} on {args.game} {answer['window']}: {rank}, score {answer['score']}, "
+            f"above {answer['percentile']}% of players"
+        )
+    return 1 if answer["score"] is None else 0
+
+
+def _around(args: argparse.Namespace) -> int:
+    reader = board_reader(Settings.from_env())
+    answer = reader.around(args.game, args.player, args.window, args.k, now_ms=now_ms())
+    if args.json:
+        emit(answer)
+    elif answer["player"] is None:
+        print(f"{args.player} has no score on {args.game} {answer['window']}")
+    else:
+        print(f"{args.game} {answer['window']}")
+        print(table([*answer["above"], answer["player"], *answer["below"]], args.player))
+    return 1 if answer["player"] is None else 0
+
+
+def add_window(parser: argparse.ArgumentParser) -> None:
+    """``--window`` and ``--json``, shared by every read command."""
+    parser.add_argument("--window", default="alltime", help=WINDOW_HELP)
+    parser.add_argument("--json", action="store_true", help="print the JSON answer")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``top``, ``rank`` and ``around``."""
+    top = subparsers.add_parser(
+        "top",
+        help="one page of a leaderboard, best first",
+        description="One page of a board. Page with --offset, or with --cursor (the "
+        "nextCursor of the previous page), which never repeats or skips a player when "
+        "scores change between pages.",
+    )
+    top.add_argument("game")
+    add_window(top)
+    top.add_argument("--limit", type=int, default=10, help="entries per page (1..1000)")
+    top.add_argument("--offset", type=int, default=0, help="entries to skip")
+    top.add_argument("--cursor", default=None, help="nextCursor of the previous page")
+    top.set_defaults(handler=_top)
+
+    rank = subparsers.add_parser(
+        "rank",
+        help="a player's rank, score and percentile",
+        description="A player's rank (null beyond the game's exact tier), score and "
+        "percentile (share of players with a strictly lower score). Exits 1 when the "
+        "player has no score on the board.",
+    )
+    rank.add_argument("game")
+    rank.add_argument("player")
+    add_window(rank)
+    rank.set_defaults(handler=_rank)
+
+    around = subparsers.add_parser(
+        "around",
+        help="the players right above and below a player",
+        description="The K players right above and right below a player (fewer at the "
+        "edges of the board). Exits 1 when the player has no score on the board.",
+    )
+    around.add_argument("game")
+    around.add_argument("player")
+    add_window(around)
+    around.add_argument("--k", type=int, default=5, help="neighbours on each side (0..100)")
+    around.set_defaults(handler=_around)

@@ -1,0 +1,51 @@
+"""The read side: leaderboard queries over the Redis boards the job writes.
+
+Readers are the edge between the pure ranking math (``domain.ranking``) and
+Redis: they resolve a game and window to keys, fetch what they need in batched
+round trips, and hand the raw members to the domain functions. They never read
+the clock (the current window is found from a ``now_ms`` argument) nor the
+environment; :func:`redis_client` builds a client from the one settings object.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from redis.cluster import RedisCluster
+
+from domain.games import GameCatalog
+from lb.settings import Settings
+
+#: A standalone or cluster-aware client; every reader accepts either.
+RedisClient = redis.Redis | RedisCluster
+
+
+def redis_client(settings: Settings, **options: Any) -> RedisClient:
+    """A Redis client from the settings (URL, ACL user/password, TLS CA, cluster).
+
+    Readers take either kind of client; this is what the CLI and the HTTP
+    server use. A cluster-aware client when the settings say ``LB_REDIS_URL``
+    names a cluster node (``LB_REDIS_CLUSTER``). ``options`` go to
+    ``from_url`` (e.g. ``socket_timeout``).
+    """
+    kwargs: dict[str, Any] = {"socket_timeout": 5.0, "socket_connect_timeout": 5.0, **options}
+    if settings.redis_username:
+        kwargs["username"] = settings.redis_username
+    if settings.redis_password is not None:
+        kwargs["password"] = settings.redis_password.reveal()
+    if settings.redis_tls_ca is not None:
+        kwargs["ssl_ca_certs"] = str(settings.redis_tls_ca)
+    if getattr(settings, "redis_cluster", False):
+        return RedisCluster.from_url(settings.redis_url.reveal(), **kwargs)
+    return redis.Redis.from_url(settings.redis_url.reveal(), **kwargs)
+
+
+def game_catalog(settings: Settings) -> GameCatalog:
+    """The catalog the job uses: ``LB_GAMES`` when set, else the built-in defaults."""
+    if settings.games_file is not None:
+        return GameCatalog.load(settings.games_file)
+    return GameCatalog.builtin()
+
+
+__all__ = ["RedisClient", "game_catalog", "redis_client"]

@@ -1,0 +1,510 @@
+"""Top pages, a player's rank and percentile, and neighbours: one board, few round trips.
+
+A board is the sorted set ``<ns>:{<game>}:<window id>`` (``domain.keys``), or,
+for a game split over ``shards``, one such set per shard tag ``<game>/<i>``
+(a player lives in shard ``shard_of(playerId)``). Members are playerIds and
+values the exact composite ``score * slots + (slots - 1 - slot)``; answers
+show the decoded score. Order, ranks, percentiles and cursors follow
+``domain.ranking`` and are documented for users in ``docs/API.md``.
+
+Round trips per call (every command of a trip goes in one pipeline):
+
+=================  ==========================  ==================================
+call               unsharded board             sharded board (S keys)
+=================  ==========================  ==================================
+top, by offset     1 (ZREVRANGE)               1 (ZREVRANGE 0..offset+limit per key)
+top, by cursor     1 (ZCOUNT + ties + range)   1 (the same per key)
+rank               1 (Lua script, reads only)  2 (ZSCORE; then counts per key)
+around             1 (Lua script, reads only)  2 (ZSCORE; then ranges per key)
+=================  ==========================  ==================================
+
+The two scripts exist because the second half of each answer depends on the
+first (the percentile needs the player's score; the neighbour window needs the
+player's rank): in Lua both halves run in one round trip *and* see one
+snapshot of the board, so rank, score and percentile always agree. Unsharded
+pipelines run as MULTI/EXEC for the same reason (one slot, so this also works
+on a cluster). A sharded answer spans several slots and cannot be atomic; it
+re-reads the player's value and retries if it moved in between. The scripts
+only read; they go out as ``EVAL`` rather than ``EVAL_RO`` because redis-py's
+cluster client routes ``EVAL`` by its key locally but asks the server
+(``COMMAND GETKEYS``, one more round trip) where ``EVAL_RO`` goes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+import redis
+from redis.exceptions import RedisClusterException
+
+from domain.errors import QueryError, ServiceError
+from domain.games import GameCatalog, GameConfig
+from domain.keys import LIVE_NAMESPACE, GroupKeys, shard_tag
+from domain.planner import shard_of
+from domain.ranking import (
+    MAX_K,
+    MAX_LIMIT,
+    Cursor,
+    Entry,
+    Member,
+    composite_of,
+    count_before,
+    entries,
+    merge_top,
+    neighbours,
+    page_after,
+    percentile,
+    score_floor,
+    split_window,
+    visible_rank,
+)
+from domain.scoring import TieCodec
+from domain.validation import MAX_ID_LENGTH
+from domain.windows import Window, WindowKind, parse_window, window_from_id
+from readers import RedisClient
+
+__all__ = [
+    "MAX_SHARDED_DEPTH",
+    "AroundAnswer",
+    "Board",
+    "BoardReader",
+    "RankAnswer",
+    "TopPage",
+    "UnknownGameError",
+]
+
+#: Deepest ``offset + limit`` served on a sharded board: every shard must return
+#: that many members for the merge (at 4 shards and depth 9,000 that was ~250 ms
+#: per page, against ~0.3 ms for a cursor page). Deeper pages use the cursor.
+MAX_SHARDED_DEPTH = 1_000
+#: How often a sharded rank/around re-reads when the player's value moves meanwhile.
+_SHARDED_ATTEMPTS = 3
+
+#: KEYS[1] board; ARGV[1] playerId, ARGV[2] slots.
+#: Returns {0-based ZREVRANK or nil, composite text or nil, ZCARD, lower-score count or nil}.
+RANK_SCRIPT = """
+local n = redis.call('ZCARD', KEYS[1])
+local c = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not c then return {false, false, n, false} end
+local r = redis.call('ZREVRANK', KEYS[1], ARGV[1])
+local v = tonumber(c)
+local floor = v - math.fmod(v, tonumber(ARGV[2]))
+local lower = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. string.format('%.17g', floor))
+return {r, c, n, lower}
+"""
+
+#: KEYS[1] board; ARGV[1] playerId, ARGV[2] k.
+#: Returns nil, or {0-based ZREVRANK, {member, composite, ...} of ranks r-k .. r+k}.
+AROUND_SCRIPT = """
+local r = redis.call('ZREVRANK', KEYS[1], ARGV[1])
+if not r then return false end
+local k = tonumber(ARGV[2])
+local lo = r - k
+if lo < 0 then lo = 0 end
+return {r, redis.call('ZREVRANGE', KEYS[1], lo, r + k, 'WITHSCORES')}
+"""
+
+
+class UnknownGameError(QueryError):
+    """The game is not served by the catalog (HTTP 404 rather than 400).
+
+    A :class:`QueryError` so callers that only know the base class still treat
+    it as the caller's mistake.
+    """
+
+
+class TopPage(TypedDict):
+    """``top``: one page of the board, and the cursor of the next one (None at the end)."""
+
+    window: str
+    entries: list[Entry]
+    nextCursor: str | None
+
+
+class RankAnswer(TypedDict):
+    """``rank``: all of rank, score and percentile are None when the player has no score."""
+
+    window: str
+    playerId: str
+    rank: int | None
+    score: int | None
+    percentile: float | None
+
+
+class AroundAnswer(TypedDict):
+    """``around``: ``player`` is None (and the lists empty) when the player has no score."""
+
+    window: str
+    above: list[Entry]
+    player: Entry | None
+    below: list[Entry]
+
+
+@dataclass(frozen=True, slots=True)
+class Board:
+    """One game's board of one window: its rules, codec and (per shard) keys."""
+
+    game_id: str
+    config: GameConfig
+    window: Window
+    codec: TieCodec
+    keys: tuple[str, ...]
+
+    @property
+    def sharded(self) -> bool:
+        return len(self.keys) > 1
+
+    def shard_index(self, player_id: str) -> int:
+        """Index into :attr:`keys` of the key holding ``player_id``."""
+        shard = shard_of(player_id, len(self.keys))
+        return 0 if shard is None else shard
+
+    def key_of(self, player_id: str) -> str:
+        return self.keys[self.shard_index(player_id)]
+
+
+def check_player_id(player_id: str, what: str = "playerId") -> None:
+    """Refuse an id the job could never have written (before any I/O)."""
+    if not isinstance(player_id, str) or not 0 < len(player_id) <= MAX_ID_LENGTH:
+        raise QueryError(f"{what} must be 1..{MAX_ID_LENGTH} characters")
+
+
+def _check_int(name: str, value: int, low: int, high: int | None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise QueryError(f"{name} must be an integer, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f"{low}..{high}" if high is not None else f">= {low}"
+        raise QueryError(f"{name} must be {bound}, got {value}")
+
+
+def text(value: bytes | str) -> str:
+    """A member from a reply: bytes from a default client, str from a decoding one."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def members_with_scores(pairs: Sequence[tuple[bytes | str, float]]) -> list[Member]:
+    """Members of a ``WITHSCORES`` reply as parsed by redis-py (a list of pairs)."""
+    return [Member(text(member), composite_of(score)) for member, score in pairs]
+
+
+def _flat_members(flat: Sequence[Any]) -> list[Member]:
+    """Members of a raw ``member, score, member, score, ...`` reply (from Lua)."""
+    return [Member(text(flat[i]), composite_of(flat[i + 1])) for i in range(0, len(flat) - 1, 2)]
+
+
+def execute(pipe: Any) -> list[Any]:
+    """Run a pipeline, turning client errors into :class:`ServiceError`."""
+    try:
+        return list(pipe.execute())
+    except (redis.RedisError, RedisClusterException) as exc:
+        raise ServiceError(f"Redis read failed: {exc}") from exc
+
+
+def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run one client command, turning client errors into :class:`ServiceError`."""
+    try:
+        return fn(*args, **kwargs)
+    except (redis.RedisError, RedisClusterException) as exc:
+        raise ServiceError(f"Redis read failed: {exc}") from exc
+
+
+class BoardReader:
+    """Answers ``top``, ``rank`` and ``around`` for every game of a catalog.
+
+    Stateless apart from the client, so one instance serves many threads (the
+    redis-py client pools its connections). ``now_ms`` is always an argument:
+    it only picks the current daily/weekly board, and passing it in keeps "the
+    current week" testable and the same for every reader of one request.
+    """
+
+    def __init__(
+        self, client: RedisClient, catalog: GameCatalog, namespace: str = LIVE_NAMESPACE
+    ) -> None:
+        if not namespace or any(c in namespace for c in "{}: "):
+            raise QueryError(f"namespace must be non-empty without {{}}: or spaces: {namespace!r}")
+        self._client: Any = client
+        self._catalog = catalog
+        self.namespace = namespace
+
+    # -- resolution -------------------------------------------------------------------
+
+    def game(self, game_id: str) -> GameConfig:
+        """The rules of ``game_id``; :class:`UnknownGameError` if it is not served."""
+        config = self._catalog.lookup(game_id) if isinstance(game_id, str) else None
+        if config is None:
+            raise UnknownGameError(f"unknown game {str(game_id)[:80]!r}")
+        return config
+
+    def board(self, game_id: str, window_spec: str, now_ms: int) -> Board:
+        """Resolve a game and a window argument (``weekly``, ``daily:2026-05-04``, ...)."""
+        config = self.game(game_id)
+        if not isinstance(window_spec, str):
+            raise QueryError(f"window must be a string, got {window_spec!r}")
+        return self._board(game_id, config, parse_window(window_spec, now_ms))
+
+    def _board(self, game_id: str, config: GameConfig, window: Window) -> Board:
+        if window.kind not in config.windows:
+            kept = ", ".join(kind.value for kind in config.windows)
+            raise QueryError(
+                f"game {game_id!r} keeps no {window.kind.value} board (it keeps: {kept})"
+            )
+        shards = config.shards
+        tags = (
+            [shard_tag(game_id, None)]
+            if shards <= 1
+            else [shard_tag(game_id, i) for i in range(shards)]
+        )
+        keys = tuple(GroupKeys(self.namespace, tag).board(window.id) for tag in tags)
+        return Board(game_id, config, window, config.codec(window), keys)
+
+    def _cursor_board(self, game_id: str, window_spec: str, cursor: Cursor, now_ms: int) -> Board:
+        """The board a cursor was issued for, checked against the request.
+
+        A cursor pins its window: paging through "weekly" keeps listing the
+        week it started on even if a new week begins between two pages. An
+        explicit window must name that same board.
+        """
+        config = self.game(game_id)
+        if cursor.game_id != game_id:
+            raise QueryError("invalid cursor: it was issued for another game")
+        window = window_from_id(cursor.window_id)
+        kinds = {kind.value for kind in WindowKind}
+        if window_spec in kinds:
+            if window.kind.value != window_spec:
+                raise QueryError("invalid cursor: it was issued for another window")
+        else:
+            parse_window(window_spec, now_ms)  # a malformed spec is reported as such
+            if window_spec != cursor.window_id:
+                raise QueryError("invalid cursor: it was issued for another window")
+        return self._board(game_id, config, window)
+
+    # -- top --------------------------------------------------------------------------
+
+    def top(
+        self,
+        game_id: str,
+        window_spec: str,
+        limit: int = 10,
+        offset: int = 0,
+        cursor: str | None = None,
+        *,
+        now_ms: int,
+    ) -> TopPage:
+        """One page of the board, best first, by ``offset`` or after a ``cursor``.
+
+        ``nextCursor`` names the page's last entry and is None when nothing
+        follows. A cursor and a non-zero offset together are refused: they would
+        name two different starting points.
+        """
+        _check_int("limit", limit, 1, MAX_LIMIT)
+        _check_int("offset", offset, 0, None)
+        after = None
+        if cursor is not None:
+            after = Cursor.decode(cursor)
+            if offset:
+                raise QueryError("give either cursor or offset, not both")
+            board = self._cursor_board(game_id, window_spec, after, now_ms)
+            members, first_rank = self._page_after(board, after.position, limit + 1)
+        else:
+            board = self.board(game_id, window_spec, now_ms)
+            members, first_rank = self._page_at(board, offset, limit + 1)
+        page = members[:limit]
+        next_cursor = None
+        if len(members) > limit:
+            last = page[-1]
+            next_cursor = Cursor(
+                board.game_id, board.window.id, last.composite, last.player_id
+            ).encode()
+        return {
+            "window": board.window.id,
+            "entries": entries(page, first_rank, board.codec, board.config.exact_tier),
+            "nextCursor": next_cursor,
+        }
+
+    def _page_at(self, board: Board, offset: int, count: int) -> tuple[list[Member], int]:
+        if not board.sharded:
+            pairs = call(
+                self._client.zrevrange, board.keys[0], offset, offset + count - 1, withscores=True
+            )
+            return members_with_scores(pairs), offset + 1
+        if offset + count - 1 > MAX_SHARDED_DEPTH:
+            raise QueryError(
+                f"offset + limit beyond {MAX_SHARDED_DEPTH} on a sharded board: "
+                f"page with the cursor (nextCursor) instead"
+            )
+        pipe = self._client.pipeline(transaction=False)
+        for key in board.keys:
+            pipe.zrevrange(key, 0, offset + count - 1, withscores=True)
+        pages = [members_with_scores(pairs) for pairs in execute(pipe)]
+        return merge_top(pages, offset + count)[offset:], offset + 1
+
+    def _page_after(self, board: Board, position: Member, count: int) -> tuple[list[Member], int]:
+        """``count`` members strictly after ``position``, and the rank of the first.
+
+        Per key: how many are above the position's composite, every member at
+        exactly that composite (the ties, where the playerId decides), and the
+        first ``count`` below it. The ties are fetched whole because Redis
+        cannot range over (score, member) pairs; they are rare except with
+        ``tie_resolution = "none"``, where a page costs O(players tied there).
+        """
+        c = str(position.composite)
+        pipe = self._client.pipeline(transaction=not board.sharded)
+        for key in board.keys:
+            pipe.zcount(key, f"({c}", "+inf")
+            pipe.zrange(key, c, c, byscore=True)
+            pipe.zrange(
+                key, f"({c}", "-inf", desc=True, byscore=True, offset=0, num=count, withscores=True
+            )
+        answers = execute(pipe)
+        above = 0
+        ties: list[Member] = []
+        below: list[list[Member]] = []
+        for i in range(len(board.keys)):
+            count_above, tied, lower = answers[3 * i : 3 * i + 3]
+            above += int(count_above)
+            ties += [Member(text(m), position.composite) for m in tied]
+            below.append(members_with_scores(lower))
+        members = page_after(position, ties, below, count)
+        # Everything at or before the position was served already.
+        before = count_before(position, above, ties)
+        before += sum(1 for t in ties if t.player_id == position.player_id)
+        return members, before + 1
+
+    # -- rank -------------------------------------------------------------------------
+
+    def rank(self, game_id: str, player_id: str, window_spec: str, *, now_ms: int) -> RankAnswer:
+        """A player's rank, score and percentile; all None when they have no score.
+
+        ``rank`` is also None, with score and percentile given, when the player
+        is ranked beyond the game's ``exact_tier``.
+        """
+        check_player_id(player_id)
+        board = self.board(game_id, window_spec, now_ms)
+        answer: RankAnswer = {
+            "window": board.window.id,
+            "playerId": player_id,
+            "rank": None,
+            "score": None,
+            "percentile": None,
+        }
+        found = (self._rank_sharded if board.sharded else self._rank_single)(board, player_id)
+        if found is not None:
+            rank, composite, lower, total = found
+            answer["rank"] = visible_rank(rank, board.config.exact_tier)
+            answer["score"] = board.codec.split(composite)[0]
+            answer["percentile"] = percentile(lower, total)
+        return answer
+
+    def _rank_single(self, board: Board, player_id: str) -> tuple[int, int, int, int] | None:
+        reply = call(self._client.eval, RANK_SCRIPT, 1, board.keys[0], player_id, board.codec.slots)
+        rank0, raw, total, lower = reply
+        if raw is None:
+            return None
+        return int(rank0) + 1, composite_of(raw), int(lower), int(total)
+
+    def _player_value(self, board: Board, player_id: str) -> int | None:
+        raw = call(self._client.zscore, board.key_of(player_id), player_id)
+        return None if raw is None else composite_of(raw)
+
+    def _rank_sharded(self, board: Board, player_id: str) -> tuple[int, int, int, int] | None:
+        composite = self._player_value(board, player_id)
+        for attempt in range(_SHARDED_ATTEMPTS):
+            if composite is None:
+                return None
+            position = Member(player_id, composite)
+            c = str(composite)
+            floor = score_floor(composite, board.codec.slots)
+            pipe = self._client.pipeline(transaction=False)
+            pipe.zscore(board.key_of(player_id), player_id)
+            for key in board.keys:
+                pipe.zcount(key, f"({c}", "+inf")
+                pipe.zrange(key, c, c, byscore=True)
+                pipe.zcount(key, "-inf", f"({floor}")
+                pipe.zcard(key)
+            answers = execute(pipe)
+            now = None if answers[0] is None else composite_of(answers[0])
+            if now != composite and attempt + 1 < _SHARDED_ATTEMPTS:
+                composite = now  # moved between the two trips: ask again
+                continue
+            above = lower = total = 0
+            ties: list[Member] = []
+            for i in range(len(board.keys)):
+                count_above, tied, count_lower, card = answers[1 + 4 * i : 5 + 4 * i]
+                above += int(count_above)
+                ties += [Member(text(m), composite) for m in tied]
+                lower += int(count_lower)
+                total += int(card)
+            total = max(total, 1)  # the shards are read one after another, not atomically
+            return count_before(position, above, ties) + 1, composite, min(lower, total), total
+        return None  # pragma: no cover - the loop always returns
+
+    # -- around -----------------------------------------------------------------------
+
+    def around(
+        self, game_id: str, player_id: str, window_spec: str, k: int = 5, *, now_ms: int
+    ) -> AroundAnswer:
+        """The ``k`` players right above and right below a player (fewer at the edges)."""
+        check_player_id(player_id)
+        _check_int("k", k, 0, MAX_K)
+        board = self.board(game_id, window_spec, now_ms)
+        answer: AroundAnswer = {"window": board.window.id, "above": [], "player": None, "below": []}
+        found = (self._around_sharded if board.sharded else self._around_single)(
+            board, player_id, k
+        )
+        if found is not None:
+            rank, above, me, below = found
+            tier = board.config.exact_tier
+            answer["above"] = entries(above, rank - len(above), board.codec, tier)
+            answer["player"] = entries([me], rank, board.codec, tier)[0]
+            answer["below"] = entries(below, rank + 1, board.codec, tier)
+        return answer
+
+    def _around_single(
+        self, board: Board, player_id: str, k: int
+    ) -> tuple[int, list[Member], Member, list[Member]] | None:
+        reply = call(self._client.eval, AROUND_SCRIPT, 1, board.keys[0], player_id, k)
+        if reply is None:
+            return None
+        rank0, flat = int(reply[0]), reply[1]
+        above, me, below = split_window(_flat_members(flat), rank0 - max(0, rank0 - k))
+        return rank0 + 1, above, me, below
+
+    def _around_sharded(
+        self, board: Board, player_id: str, k: int
+    ) -> tuple[int, list[Member], Member, list[Member]] | None:
+        composite = self._player_value(board, player_id)
+        for attempt in range(_SHARDED_ATTEMPTS):
+            if composite is None:
+                return None
+            position = Member(player_id, composite)
+            c = str(composite)
+            pipe = self._client.pipeline(transaction=False)
+            pipe.zscore(board.key_of(player_id), player_id)
+            for key in board.keys:
+                pipe.zcount(key, f"({c}", "+inf")
+                pipe.zrange(key, c, c, byscore=True)
+                pipe.zrange(key, f"({c}", "+inf", byscore=True, offset=0, num=k, withscores=True)
+                pipe.zrange(
+                    key, f"({c}", "-inf", desc=True, byscore=True, offset=0, num=k, withscores=True
+                )
+            answers = execute(pipe)
+            now = None if answers[0] is None else composite_of(answers[0])
+            if now != composite and attempt + 1 < _SHARDED_ATTEMPTS:
+                composite = now
+                continue
+            above_count = 0
+            ties: list[Member] = []
+            ups: list[list[Member]] = []
+            downs: list[list[Member]] = []
+            for i in range(len(board.keys)):
+                count_above, tied, up, down = answers[1 + 4 * i : 5 + 4 * i]
+                above_count += int(count_above)
+                ties += [Member(text(m), composite) for m in tied]
+                ups.append(members_with_scores(up) if k else [])
+                downs.append(members_with_scores(down) if k else [])
+            before, after = neighbours(position, ties, ups, downs, k)
+            rank = count_before(position, above_count, ties) + 1
+            return rank, before, position, after
+        return None  # pragma: no cover - the loop always returns

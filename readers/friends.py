@@ -1,0 +1,228 @@
+"""Friend lists and the friends board: a player ranked among the players they follow.
+
+Friendship is one-way ("following"): adding B to A's friends changes only
+A's set. The friends board of A on one window is A plus A's friends, ranked
+by the same order as the global board (``domain.ranking.rank_members``) and
+numbered 1..n among themselves; players without a score on that board are
+left out.
+
+One board costs, on a cache miss, three round trips whatever the number of
+friends: one read-only script that answers the cached board or, failing
+that, the friend set (``SMEMBERS``); one pipeline of ``ZMSCORE`` (one per
+shard key, just one for an unsharded game); one ``MULTI`` that stores the
+answer. A hit costs the first trip only.
+
+The answer is cached in Redis for a few seconds (a jittered TTL, so boards
+computed together do not expire together), because a popular player's
+friends board is asked for far more often than it changes meaningfully. The
+cache is dropped whenever the player's friend set changes, so adding a friend
+shows at once; score changes show within the TTL.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any, TypedDict
+
+from domain.errors import QueryError
+from domain.games import GameCatalog
+from domain.keys import LIVE_NAMESPACE, GroupKeys, shard_tag
+from domain.ranking import Entry, Member, composite_of, entries, jittered_ttl_ms, rank_members
+from readers import RedisClient
+from readers.boards import BoardReader, call, check_player_id, execute, text
+
+__all__ = [
+    "DEFAULT_CACHE_TTL_MS",
+    "DEFAULT_JITTER",
+    "MAX_FRIENDS_PER_CALL",
+    "FriendsBoard",
+    "FriendsReader",
+    "friends_cache_key",
+    "friends_key",
+]
+
+#: Mean lifetime of a cached friends board.
+DEFAULT_CACHE_TTL_MS = 5_000
+#: Relative spread of that lifetime: 5 s +- 20 % is 4-6 s.
+DEFAULT_JITTER = 0.2
+#: Most friend ids one add/remove call takes (bounds one SADD/SREM).
+MAX_FRIENDS_PER_CALL = 10_000
+
+#: KEYS[1] cache hash, KEYS[2] friend set; ARGV[1] window id.
+#: Returns {1, cached JSON, PTTL} on a hit, {0, {friend, ...}} on a miss.
+CACHED_OR_FRIENDS = """
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if v then return {1, v, redis.call('PTTL', KEYS[1])} end
+return {0, redis.call('SMEMBERS', KEYS[2])}
+"""
+
+
+def friends_key(namespace: str, game_id: str, player_id: str) -> str:
+    """``<ns>:{<game>}:friends:<player>``: the set of playerIds ``player`` follows in ``game``.
+
+    Tagged with the game id, never a shard tag, so one player's friend set and
+    friends-board cache share a slot (one MULTI can change both) whatever the
+    game's shard count. Belongs with the rest of the layout in
+    ``domain.keys.GroupKeys`` (as ``friends(player)``).
+    """
+    return f"{GroupKeys(namespace, shard_tag(game_id, None)).prefix}friends:{player_id}"
+
+
+def friends_cache_key(namespace: str, game_id: str, player_id: str) -> str:
+    """``<ns>:{<game>}:friendsboard:<player>``: hash of window id -> cached board JSON.
+
+    One hash per player (not one key per window) so a change of the friend set
+    drops every cached window with one ``DEL``. The hash gets its TTL when it
+    is created and keeps it (``PEXPIRE ... NX``), so no entry outlives it.
+    """
+    return f"{GroupKeys(namespace, shard_tag(game_id, None)).prefix}friendsboard:{player_id}"
+
+
+class FriendsBoard(TypedDict):
+    """``friends``: the ranked board, and whether it came from the cache (``ttl`` in s)."""
+
+    window: str
+    entries: list[Entry]
+    cached: bool
+    ttl: int
+
+
+def _friend_ids(friends: Iterable[str], player_id: str) -> list[str]:
+    ids = [friends] if isinstance(friends, str) else list(dict.fromkeys(friends))
+    if not ids:
+        raise QueryError("name at least one friend")
+    if len(ids) > MAX_FRIENDS_PER_CALL:
+        raise QueryError(f"at most {MAX_FRIENDS_PER_CALL} friends per call, got {len(ids)}")
+    for friend in ids:
+        check_player_id(friend, "friend id")
+        if friend == player_id:
+            raise QueryError("a player cannot be their own friend")
+    return ids
+
+
+class FriendsReader:
+    """Friend sets (add, remove, list) and the cached friends board.
+
+    ``rng`` draws the TTL jitter; pass a seeded ``random.Random`` for
+    reproducible expiries. Thread-safe like :class:`BoardReader`.
+    """
+
+    def __init__(
+        self,
+        client: RedisClient,
+        catalog: GameCatalog,
+        namespace: str = LIVE_NAMESPACE,
+        *,
+        cache_ttl_ms: int = DEFAULT_CACHE_TTL_MS,
+        jitter: float = DEFAULT_JITTER,
+        rng: random.Random | None = None,
+    ) -> None:
+        jittered_ttl_ms(cache_ttl_ms, jitter, 0.5)  # validates the parameters
+        self._client: Any = client
+        self._boards = BoardReader(client, catalog, namespace)
+        self.namespace = namespace
+        self._ttl_ms = cache_ttl_ms
+        self._jitter = jitter
+        self._rng = rng if rng is not None else random.Random()
+
+    def _keys(self, game_id: str, player_id: str) -> tuple[str, str]:
+        check_player_id(player_id)
+        self._boards.game(game_id)
+        return (
+            friends_key(self.namespace, game_id, player_id),
+            friends_cache_key(self.namespace, game_id, player_id),
+        )
+
+    # -- the friend set ---------------------------------------------------------------
+
+    def add(self, game_id: str, player_id: str, friends: Iterable[str]) -> int:
+        """Follow ``friends``; returns how many were new. Drops the cached boards."""
+        fkey, ckey = self._keys(game_id, player_id)
+        ids = _friend_ids(friends, player_id)
+        pipe = self._client.pipeline(transaction=True)
+        pipe.sadd(fkey, *ids)
+        pipe.delete(ckey)
+        return int(execute(pipe)[0])
+
+    def remove(self, game_id: str, player_id: str, friends: Iterable[str]) -> int:
+        """Unfollow ``friends``; returns how many were there. Drops the cached boards."""
+        fkey, ckey = self._keys(game_id, player_id)
+        ids = _friend_ids(friends, player_id)
+        pipe = self._client.pipeline(transaction=True)
+        pipe.srem(fkey, *ids)
+        pipe.delete(ckey)
+        return int(execute(pipe)[0])
+
+    def list_friends(self, game_id: str, player_id: str) -> list[str]:
+        """The playerIds ``player`` follows, sorted."""
+        fkey, _ = self._keys(game_id, player_id)
+        return sorted(text(m) for m in call(self._client.smembers, fkey))
+
+    # -- the board --------------------------------------------------------------------
+
+    def board(self, game_id: str, player_id: str, window_spec: str, *, now_ms: int) -> FriendsBoard:
+        """``player`` and their friends ranked on one window (cached for a few seconds)."""
+        fkey, ckey = self._keys(game_id, player_id)
+        board = self._boards.board(game_id, window_spec, now_ms)
+        window_id = board.window.id
+        reply = call(self._client.eval, CACHED_OR_FRIENDS, 2, ckey, fkey, window_id)
+        if int(reply[0]) == 1:
+            cached = _cached_entries(reply[1])
+            if cached is not None:
+                return {
+                    "window": window_id,
+                    "entries": cached,
+                    "cached": True,
+                    "ttl": _seconds(int(reply[2])),
+                }
+            friends = [text(m) for m in call(self._client.smembers, fkey)]
+        else:
+            friends = [text(m) for m in reply[1]]
+
+        # One ZMSCORE per shard key holding any of them, all in one pipeline.
+        by_shard: defaultdict[int, list[str]] = defaultdict(list)
+        for member in dict.fromkeys([player_id, *friends]):
+            by_shard[board.shard_index(member)].append(member)
+        pipe = self._client.pipeline(transaction=not board.sharded)
+        for shard, members in by_shard.items():
+            pipe.zmscore(board.keys[shard], members)
+        found: list[Member] = []
+        for members, scores in zip(by_shard.values(), execute(pipe), strict=True):
+            found += [
+                Member(member, composite_of(score))
+                for member, score in zip(members, scores, strict=True)
+                if score is not None
+            ]
+        ranked = rank_members(found)
+        lines = entries(ranked, 1, board.codec, max(len(ranked), 1))
+
+        ttl_ms = jittered_ttl_ms(self._ttl_ms, self._jitter, self._rng.random())
+        pipe = self._client.pipeline(transaction=True)
+        pipe.hset(ckey, window_id, json.dumps(lines, separators=(",", ":")))
+        pipe.pexpire(ckey, ttl_ms, nx=True)
+        pipe.pttl(ckey)
+        remaining = int(execute(pipe)[2])
+        return {"window": window_id, "entries": lines, "cached": False, "ttl": _seconds(remaining)}
+
+
+def _seconds(pttl: int) -> int:
+    """Whole seconds left of a PTTL, rounded up (0 for a key without expiry)."""
+    return max(0, math.ceil(pttl / 1000))
+
+
+def _cached_entries(raw: bytes | str) -> list[Entry] | None:
+    """The cached board, or None when the cached text is not one (then recompute)."""
+    try:
+        doc: Any = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(doc, list) or not all(isinstance(line, dict) for line in doc):
+        return None
+    return [
+        {"rank": line.get("rank"), "playerId": line.get("playerId"), "score": line.get("score")}
+        for line in doc
+    ]

@@ -1,0 +1,363 @@
+"""The HTTP API over a real socket, against real Redis and a real Kafka topic.
+
+The server runs in a thread on a free loopback port; requests go through
+``urllib``. Reads must give exactly the Python API's answers; a signed score
+must come out of the test's own topic as a record the job would accept.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+import threading
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from api.http import Api, ApiServer, ScoreIntake, make_server
+from domain.events import EventKind
+from domain.games import GameCatalog
+from domain.signing import Verdict, canonical, parse_keyring, sign, verify
+from readers.boards import BoardReader
+from readers.friends import FriendsReader
+from schemas.codec import ScoreEventCodec
+from sources.producer import ScoreProducer
+
+pytestmark = pytest.mark.integration
+
+KEYS = "k1:" + "11" * 32 + ",k2:" + "22" * 32
+KEYRING = parse_keyring(KEYS)
+GAMES = '[games."g"]\nmax_score = 1000\n[games."sh"]\nshards = 2\n'
+NOW_MS = int(datetime(2026, 5, 6, 12, 0, tzinfo=UTC).timestamp() * 1000)
+SLOTS = 631_152_000  # seconds from 2020-01-01 to 2040-01-01: the all-time board's slots
+
+
+class Client:
+    """Tiny JSON client: returns (status, headers, parsed body)."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, Any, Any]:
+        request = urllib.request.Request(
+            self.base + path, data=body, method=method, headers=headers or {}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, response.headers, json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            raw = exc.read()
+            return exc.code, exc.headers, json.loads(raw) if raw else None
+
+    def get(self, path: str) -> tuple[int, Any, Any]:
+        return self.call("GET", path)
+
+    def post_json(self, path: str, doc: Any) -> tuple[int, Any, Any]:
+        body = json.dumps(doc).encode()
+        return self.call("POST", path, body, {"Content-Type": "application/json"})
+
+
+@pytest.fixture
+def catalog() -> GameCatalog:
+    return GameCatalog.from_toml(GAMES)
+
+
+@pytest.fixture
+def server(
+    redis_client: Any, namespace: str, catalog: GameCatalog, kafka_bootstrap: str, topic: str
+) -> Iterator[ApiServer]:
+    intake = ScoreIntake(
+        KEYRING,
+        catalog,
+        ScoreEventCodec.from_registry(),
+        lambda: ScoreProducer(kafka_bootstrap, topic),
+    )
+    api = Api(
+        BoardReader(redis_client, catalog, namespace),
+        FriendsReader(redis_client, catalog, namespace, rng=random.Random(1)),
+        intake,
+        clock=lambda: NOW_MS,
+        ping=redis_client.ping,
+    )
+    srv = make_server(api, port=0, quiet=True)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+    api.close()
+    thread.join(timeout=10)
+
+
+@pytest.fixture
+def http(server: ApiServer) -> Client:
+    return Client(server.url)
+
+
+def _seed(client: Any, namespace: str) -> None:
+    board = {f"p{i}": (i * 7) % 50 * SLOTS + (SLOTS - 1 - i) for i in range(40)}
+    client.zadd(f"{namespace}:{{g}}:alltime", board)
+
+
+def test_binds_loopback_by_default(server: ApiServer) -> None:
+    assert server.server_address[0] == "127.0.0.1"
+    assert server.url.startswith("http://127.0.0.1:")
+
+
+def test_reads_give_the_python_api_answers(
+    http: Client, redis_client: Any, namespace: str, catalog: GameCatalog
+) -> None:
+    _seed(redis_client, namespace)
+    reader = BoardReader(redis_client, catalog, namespace)
+
+    status, _, page = http.get("/v1/leaderboards/g/top?window=alltime&limit=7&offset=3")
+    assert status == 200
+    assert page == reader.top("g", "alltime", 7, 3, now_ms=NOW_MS)
+    assert [e["rank"] for e in page["entries"]] == list(range(4, 11))
+
+    status, _, nxt = http.get(f"/v1/leaderboards/g/top?limit=7&cursor={page['nextCursor']}")
+    assert status == 200
+    assert nxt == reader.top("g", "alltime", 7, cursor=page["nextCursor"], now_ms=NOW_MS)
+    assert nxt["entries"][0]["rank"] == 11
+
+    status, _, rank = http.get("/v1/leaderboards/g/players/p8?window=alltime")
+    assert status == 200
+    assert rank == reader.rank("g", "p8", "alltime", now_ms=NOW_MS)
+    assert set(rank) == {"window", "playerId", "rank", "score", "percentile"}
+
+    status, _, around = http.get("/v1/leaderboards/g/players/p8/neighbors?k=2")
+    assert status == 200
+    assert around == reader.around("g", "p8", "alltime", 2, now_ms=NOW_MS)
+    assert len(around["above"]) == 2 and len(around["below"]) == 2
+
+    # "daily" is resolved with the server's clock (fixed here): empty board, no error.
+    status, _, daily = http.get("/v1/leaderboards/g/top?window=daily")
+    assert (status, daily["window"], daily["entries"]) == (200, "daily:2026-05-06", [])
+
+
+def test_friends_routes(http: Client, redis_client: Any, namespace: str) -> None:
+    _seed(redis_client, namespace)
+    for friend in ("p1", "p2", "p3"):
+        status, _, doc = http.call("PUT", f"/v1/leaderboards/g/players/p8/friends/{friend}")
+        assert (status, doc["added"]) == (200, True)
+    status, _, doc = http.call("PUT", "/v1/leaderboards/g/players/p8/friends/p1")
+    assert (status, doc["added"]) == (200, False)
+    status, _, doc = http.call("DELETE", "/v1/leaderboards/g/players/p8/friends/p3")
+    assert (status, doc["removed"]) == (200, True)
+    status, _, doc = http.get("/v1/leaderboards/g/players/p8/friends")
+    assert (status, doc) == (200, {"playerId": "p8", "friends": ["p1", "p2"]})
+
+    status, headers, board = http.get("/v1/leaderboards/g/friends?playerId=p8&window=alltime")
+    assert status == 200
+    assert board["cached"] is False and board["window"] == "alltime"
+    # Scores (i * 7) % 50: p2 has 14, p1 has 7, p8 has 6.
+    assert [e["playerId"] for e in board["entries"]] == ["p2", "p1", "p8"]
+    assert [e["rank"] for e in board["entries"]] == [1, 2, 3]
+    assert headers["Cache-Control"] == f"private, max-age={board['ttl']}"
+    status, _, again = http.get("/v1/leaderboards/g/friends?playerId=p8")
+    assert again["cached"] is True and again["entries"] == board["entries"]
+
+    status, _, doc = http.get("/v1/leaderboards/g/friends")
+    assert status == 400 and doc["error"]["code"] == "BAD_REQUEST"
+    status, _, doc = http.call("PUT", "/v1/leaderboards/g/players/p8/friends/p8")
+    assert status == 400
+
+
+def test_player_ids_are_percent_decoded(http: Client, redis_client: Any, namespace: str) -> None:
+    player = "ü/ser 1"
+    redis_client.zadd(f"{namespace}:{{g}}:alltime", {player: 5 * SLOTS})
+    status, _, doc = http.get(f"/v1/leaderboards/g/players/{quote(player, safe='')}")
+    assert (status, doc["playerId"], doc["score"]) == (200, player, 5)
+
+
+def test_error_statuses(http: Client, redis_client: Any, namespace: str) -> None:
+    _seed(redis_client, namespace)
+    cases = [
+        ("GET", "/nope", 404, "NOT_FOUND"),
+        ("GET", "/v1/leaderboards/g/players/ghost", 404, "NOT_FOUND"),
+        ("GET", "/v1/leaderboards/g/players/ghost/neighbors", 404, "NOT_FOUND"),
+        ("GET", "/v1/leaderboards/unknown.game/top", 404, "UNKNOWN_GAME"),
+        ("GET", "/v1/leaderboards/g/top?limit=0", 400, "BAD_REQUEST"),
+        ("GET", "/v1/leaderboards/g/top?limit=ten", 400, "BAD_REQUEST"),
+        ("GET", "/v1/leaderboards/g/top?cursor=not-a-cursor", 400, "BAD_REQUEST"),
+        ("GET", "/v1/leaderboards/g/top?window=monthly", 400, "BAD_REQUEST"),
+        ("GET", "/v1/leaderboards/g/players/p1/neighbors?k=1000", 400, "BAD_REQUEST"),
+        ("GET", "/v1/leaderboards/g/players/%ff", 400, "BAD_REQUEST"),
+        ("DELETE", "/v1/leaderboards/g/top", 405, "METHOD_NOT_ALLOWED"),
+        ("GET", "/v1/scores", 405, "METHOD_NOT_ALLOWED"),
+    ]
+    for method, path, status, code in cases:
+        got, headers, doc = http.call(method, path)
+        assert (got, doc["error"]["code"]) == (status, code), (method, path, doc)
+        assert isinstance(doc["error"]["message"], str) and doc["error"]["message"]
+        assert headers["Content-Type"].startswith("application/json")
+    _, headers, _ = http.call("DELETE", "/v1/leaderboards/g/top")
+    assert headers["Allow"] == "GET"
+
+    status, _, doc = http.call("POST", "/v1/scores", b"x" * 20_000)
+    assert (status, doc["error"]["code"]) == (413, "PAYLOAD_TOO_LARGE")
+
+
+def test_openapi_document_describes_every_route(http: Client) -> None:
+    status, _, doc = http.get("/openapi.json")
+    assert status == 200
+    assert doc["openapi"].startswith("3.")
+    assert set(doc["paths"]) >= {
+        "/v1/leaderboards/{gameId}/top",
+        "/v1/leaderboards/{gameId}/players/{playerId}",
+        "/v1/leaderboards/{gameId}/players/{playerId}/neighbors",
+        "/v1/leaderboards/{gameId}/friends",
+        "/v1/leaderboards/{gameId}/players/{playerId}/friends/{friendId}",
+        "/v1/scores",
+    }
+    assert set(doc["paths"]["/v1/leaderboards/{gameId}/players/{playerId}/friends/{friendId}"]) == {
+        "put",
+        "delete",
+    }
+    # Every $ref resolves.
+    text = json.dumps(doc)
+    for ref in {part.split('"')[0] for part in text.split('"$ref": "#/')[1:]}:
+        node: Any = doc
+        for step in ref.split("/"):
+            node = node[step]
+    status, _, health = http.get("/healthz")
+    assert (status, health) == (200, {"status": "ok"})
+
+
+# --- score intake ------------------------------------------------------------------------
+
+
+def _signed(key_id: str = "k1", event_id: str | None = None, **over: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "gameId": "g",
+        "playerId": "alice",
+        "score": 420,
+        "timestamp": NOW_MS,
+        "kind": "SCORE",
+        "keyId": key_id,
+    }
+    doc.update(over)
+    sig = sign(
+        KEYRING,
+        key_id,
+        event_id or "",
+        doc["gameId"],
+        doc["playerId"],
+        doc["score"],
+        doc["timestamp"],
+        EventKind(doc["kind"]),
+    )
+    if event_id is not None:
+        doc["eventId"] = event_id
+    doc["sig"] = sig.hex()
+    return doc
+
+
+def _consume(bootstrap: str, topic: str, expected: int) -> list[Any]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(4)])
+    got: list[Any] = []
+    idle = 0
+    try:
+        while len(got) < expected and idle < 50:
+            batch = consumer.consume(num_messages=100, timeout=0.2)
+            idle = 0 if batch else idle + 1
+            for message in batch:
+                assert message.error() is None, message.error()
+                got.append(message)
+        # Nothing else arrives.
+        got += [m for m in consumer.consume(num_messages=100, timeout=1.0) if m.error() is None]
+    finally:
+        consumer.close()
+    return got
+
+
+def test_signed_scores_are_produced_and_bad_ones_refused(
+    http: Client, kafka_bootstrap: str, topic: str
+) -> None:
+    event_id = f"e-{uuid.uuid4().hex}"
+    status, _, doc = http.post_json("/v1/scores", _signed(event_id=event_id))
+    assert (status, doc) == (202, {"eventId": event_id})
+
+    # Without an eventId: signed with an empty one, the server derives a stable id.
+    anonymous = _signed("k2", playerId="bob", score=7, kind="RETRACT")
+    status, _, first = http.post_json("/v1/scores", anonymous)
+    assert status == 202 and first["eventId"].startswith("api-")
+    status, _, again = http.post_json("/v1/scores", anonymous)
+    assert (status, again) == (202, first)  # a retry keeps its id: the job dedupes it
+
+    refused = [
+        (_signed(event_id="x", score=421) | {"score": 422}, 401, "SIGNATURE"),
+        (_signed(event_id="x") | {"sig": "00" * 32}, 401, "SIGNATURE"),
+        (_signed(event_id="x") | {"keyId": "k9"}, 401, "UNKNOWN_KEY"),
+        (_signed(event_id="x", score=1001), 400, "BOUNDS"),
+        (_signed(event_id="x", gameId="unknown"), 400, "UNKNOWN_GAME"),
+        (_signed(event_id="x") | {"extra": 1}, 400, "INVALID_BODY"),
+        (_signed(event_id="x") | {"score": "420"}, 400, "INVALID_BODY"),
+        (_signed(event_id="x") | {"score": True}, 400, "INVALID_BODY"),
+        (_signed(event_id="x") | {"sig": "zz"}, 400, "INVALID_BODY"),
+        (_signed(event_id="x") | {"kind": "BOOST"}, 400, "INVALID_BODY"),
+        ([1, 2], 400, "INVALID_BODY"),
+    ]
+    for body, status_expected, code in refused:
+        status, _, doc = http.post_json("/v1/scores", body)
+        assert (status, doc["error"]["code"]) == (status_expected, code), body
+    status, _, doc = http.call("POST", "/v1/scores", b"{not json")
+    assert (status, doc["error"]["code"]) == (400, "INVALID_BODY")
+
+    messages = _consume(kafka_bootstrap, topic, 3)
+    assert len(messages) == 3  # the two accepted events (one twice); nothing refused
+    codec = ScoreEventCodec.from_registry()
+    events = [codec.decode(m.value()) for m in messages]
+    for message, event in zip(messages, events, strict=True):
+        assert message.key() == event.player_id.encode()
+        assert verify(KEYRING, event) is Verdict.OK  # the job will accept the signature
+    by_id = {e.event_id: e for e in events}
+    alice = by_id[event_id]
+    assert (alice.game_id, alice.player_id, alice.score, alice.ts_ms, alice.kind) == (
+        "g",
+        "alice",
+        420,
+        NOW_MS,
+        EventKind.SCORE,
+    )
+    assert alice.key_id == "k1"
+    bob = by_id[first["eventId"]]
+    assert (bob.player_id, bob.score, bob.kind, bob.key_id) == ("bob", 7, EventKind.RETRACT, "k2")
+    assert canonical(bob.event_id, "g", "bob", 7, NOW_MS, EventKind.RETRACT).startswith(b"v1|api-")
+
+
+def test_a_raw_socket_request_without_length_is_refused(server: ApiServer) -> None:
+    host, port = server.server_address[:2]
+    with socket.create_connection((str(host), port), timeout=10) as sock:
+        sock.sendall(
+            b"POST /v1/scores HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5\r\nhello\r\n0\r\n\r\n"
+        )
+        chunks = []
+        while chunk := sock.recv(4096):  # the server closes the connection after answering
+            chunks.append(chunk)
+        reply = b"".join(chunks).decode()
+    assert reply.startswith("HTTP/1.1 411")
+    assert '"LENGTH_REQUIRED"' in reply
