@@ -291,12 +291,10 @@ class BoardPlanner:
         # Per player: the values before the batch and as the batch goes.
         initial: dict[str, dict[str, int | None]] = {}
         working: dict[str, dict[str, int | None]] = {}
-        batch_seen: dict[str, int] = {}
         horizon = self._horizon_ms
         entries = self._entries
         last_bucket: int | None = None
-        seen_here: dict[str, int] = {}
-        seen_prior: dict[str, int] = {}
+        sources: tuple[dict[str, int], ...] = ()
         ids: dict[str, int] = {}
 
         def values_of(player: str) -> tuple[dict[str, int | None], dict[str, int | None]]:
@@ -312,26 +310,30 @@ class BoardPlanner:
             event = rec.event
             event_id = event.event_id
             record_ts = rec.record_ts_ms
-            earlier = batch_seen.get(event_id)
-            if earlier is not None and abs(record_ts - earlier) <= horizon:
-                duplicates += 1
-                continue
             bucket = record_ts // horizon
             if bucket != last_bucket:
+                # The same rule whether the earlier copy is in Redis or earlier in
+                # this batch: its bucket or the one before, within the horizon.
                 last_bucket = bucket
-                bucket_key = keys.seen(bucket)
-                seen_here = seen_read.get(bucket_key, {})
-                seen_prior = seen_read.get(keys.seen(bucket - 1), {})
+                bucket_key, prior_key = keys.seen(bucket), keys.seen(bucket - 1)
                 ids = write.seen.setdefault(bucket_key, {})
-            if self._seen_before(seen_here, seen_prior, event_id, record_ts):
+                sources = (
+                    ids,
+                    write.seen.get(prior_key, {}),
+                    seen_read.get(bucket_key, {}),
+                    seen_read.get(prior_key, {}),
+                )
+            if _seen_within(sources, event_id, record_ts, horizon):
                 duplicates += 1
                 continue
-            batch_seen[event_id] = record_ts
             ids[event_id] = record_ts
             player = event.player_id
             mine, before = values_of(player)
             changed = False
             if event.kind is EventKind.RETRACT:
+                # Counted as applied whether or not the player was on a board:
+                # knowing would cost a read, and counts must not depend on the cache.
+                changed = True
                 for window_id in sorted(registry):
                     if window_id not in mine:
                         board_key = keys.board(window_id)
@@ -341,9 +343,7 @@ class BoardPlanner:
                         else:
                             before[window_id] = value
                         mine[window_id] = value
-                    if mine[window_id] is not None:
-                        mine[window_id] = None
-                        changed = True
+                    mine[window_id] = None
             else:
                 game = rec.game
                 op = game.operator
@@ -351,6 +351,7 @@ class BoardPlanner:
                 cap = game.max_score
                 score = event.score
                 ts = event.ts_ms
+                capped = False
                 for window in rec.windows:
                     board = self._board(keys, rec, window)
                     window_id = board.window_id
@@ -366,6 +367,12 @@ class BoardPlanner:
                         before[window_id] = current
                         mine[window_id] = current
                     slot = (ts - board.origin_ms) // board.unit_ms if board.unit_ms else 0
+                    if (
+                        op is Operator.INCR
+                        and current is not None
+                        and current // board.slots + score > cap
+                    ):
+                        capped = True
                     new = apply_composite(op, current, score, slot, board.slots, cap)
                     if new == current:
                         if best:
@@ -373,14 +380,10 @@ class BoardPlanner:
                             # best is never below a narrower one's: done.
                             break
                         continue
-                    if (
-                        op is Operator.INCR
-                        and current is not None
-                        and current // board.slots + score > cap
-                    ):
-                        saturated += 1
                     mine[window_id] = new
                     changed = True
+                if capped:
+                    saturated += 1
             if changed:
                 applied += 1
             else:
@@ -403,19 +406,6 @@ class BoardPlanner:
         plan.watermark_updates[wm_key] = last
         plan.registry_updates[keys.boards] = set(write.new_windows)
         return write
-
-    def _seen_before(
-        self,
-        seen_here: dict[str, int],
-        seen_before: dict[str, int],
-        event_id: str,
-        record_ts: int,
-    ) -> bool:
-        horizon = self._horizon_ms
-        for stored in (seen_here.get(event_id), seen_before.get(event_id)):
-            if stored is not None and abs(record_ts - stored) <= horizon:
-                return True
-        return False
 
     # -- phase 3 ---------------------------------------------------------------
 
@@ -474,6 +464,17 @@ class BoardPlanner:
                 expire_at_s=None if expire_ms is None else -(-expire_ms // 1000),
             )
         return board
+
+
+def _seen_within(
+    sources: tuple[dict[str, int], ...], event_id: str, record_ts: int, horizon_ms: int
+) -> bool:
+    """Whether a copy of ``event_id`` applied within the horizon is recorded in ``sources``."""
+    for seen in sources:
+        stored = seen.get(event_id)
+        if stored is not None and abs(record_ts - stored) <= horizon_ms:
+            return True
+    return False
 
 
 def window_of_board(window_id: str) -> Window:

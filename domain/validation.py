@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from domain.errors import CodecError
+from domain.errors import CodecError, EncodingError
 from domain.events import EventKind, ScoreEvent
 from domain.games import GameCatalog, GameConfig, valid_game_id
 from domain.records import Accepted, CheckedBatch, DeadLetter, RecordBatch, SourceRecord
@@ -101,7 +101,10 @@ class Validator:
             raise Rejected(
                 BOUNDS, f"ts {ts} is outside the all-time range [{rules.ts_low}, {rules.ts_high})"
             )
-        windows, closes_ms = rules.windows_of(ts)
+        try:
+            windows, closes_ms = rules.windows_of(ts)
+        except EncodingError as exc:  # e.g. a time before year 1: no window id exists
+            raise Rejected(BOUNDS, f"ts {ts} has no board window: {exc}") from None
         if record_ts > closes_ms:  # some board has closed: keep only the open ones
             windows = tuple(w for w in windows if not game.is_late(w, record_ts))
             if not windows:
