@@ -469,10 +469,15 @@ class BoardPlanner:
 def _seen_within(
     sources: tuple[dict[str, int], ...], event_id: str, record_ts: int, horizon_ms: int
 ) -> bool:
-    """Whether a copy of ``event_id`` applied within the horizon is recorded in ``sources``."""
+    """Whether ``sources`` record a copy of ``event_id`` applied within the horizon before.
+
+    One-sided on purpose: "record time in ``[ts - horizon, ts]``" is exactly
+    what the record's own bucket and the one before can answer, so the rule is
+    the same whether the earlier copy is in Redis or earlier in the batch.
+    """
     for seen in sources:
         stored = seen.get(event_id)
-        if stored is not None and abs(record_ts - stored) <= horizon_ms:
+        if stored is not None and 0 <= record_ts - stored <= horizon_ms:
             return True
     return False
 

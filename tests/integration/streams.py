@@ -215,7 +215,7 @@ def oracle(records: list[Planned]) -> tuple[dict[str, dict[str, int]], dict[str,
             continue
         event = rec.event
         first = seen.get(event.event_id)
-        if first is not None and abs(rec.record_ts - first) <= DEDUPE_HORIZON_MS:
+        if first is not None and 0 <= rec.record_ts - first <= DEDUPE_HORIZON_MS:
             counts["duplicate"] = counts.get("duplicate", 0) + 1
             continue
         seen[event.event_id] = rec.record_ts

@@ -1,0 +1,465 @@
+"""Shared plumbing of the benchmarks: services, throwaway resources, the job, the report.
+
+Nothing here measures anything by itself. Every resource a benchmark makes
+(topics, Redis keys under its own namespace, a temporary state directory, the
+job's process group) is made through :class:`Scratch`, which removes all of it
+on exit, also after an error or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import platform
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TextIO
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from flows.scoreboard import redis_factory
+from lb.settings import Settings
+from sources.producer import ensure_topic
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "BENCHMARKS.md"
+GAME = "g1"
+#: The exactly-once counters whose sum is "records that reached the boards".
+COUNTED = ("applied", "noop", "duplicate")
+_STARTED = time.monotonic()
+
+
+def log(message: str) -> None:
+    """A progress line on stderr, stamped with seconds since the script started."""
+    print(f"[{time.monotonic() - _STARTED:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def base_settings() -> Settings:
+    """Settings of the running services (``lb up``'s ports), whatever the cwd."""
+    env = dict(os.environ)
+    env.setdefault("LB_STATE_DIR", str(ROOT / ".lb"))
+    return Settings.from_env(env)
+
+
+def run_id() -> str:
+    """A short id that makes this run's topic and namespace names unique."""
+    return uuid.uuid4().hex[:10]
+
+
+# -- throwaway resources ---------------------------------------------------------
+
+
+@dataclass
+class Scratch:
+    """Topics, Redis namespaces and a state directory owned by one benchmark run."""
+
+    settings: Settings
+    prefix: str
+    topics: list[str] = field(default_factory=list)
+    namespaces: list[str] = field(default_factory=list)
+    jobs: list[Job] = field(default_factory=list)
+    state_dir: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.state_dir = Path(tempfile.mkdtemp(prefix=f"{self.prefix}-"))
+        self.redis = redis_factory(self.settings)
+
+    def topic(self, name: str, partitions: int) -> str:
+        """Create ``name`` (records kept forever, like ``lb produce``) and own it."""
+        self.topics.append(name)
+        ensure_topic(
+            self.settings.kafka_bootstrap,
+            name,
+            partitions,
+            self.settings.kafka_extra,
+            {"retention.ms": "-1"},
+        )
+        return name
+
+    def own_topic(self, name: str) -> str:
+        """Own a topic someone else creates (the job's dead-letter topic)."""
+        self.topics.append(name)
+        return name
+
+    def namespace(self, name: str) -> str:
+        """Own the Redis keys ``<name>:*``."""
+        self.namespaces.append(name)
+        return name
+
+    def drop_namespace(self, name: str) -> int:
+        """Delete every key of ``name`` now (frees Redis memory between runs)."""
+        deleted = 0
+        batch: list[bytes] = []
+        for key in self.redis.scan_iter(match=f"{name}:*", count=1000):
+            batch.append(key)
+            if len(batch) >= 500:
+                deleted += int(self.redis.unlink(*batch))
+                batch = []
+        if batch:
+            deleted += int(self.redis.unlink(*batch))
+        return deleted
+
+    def drop_topics(self, names: Sequence[str]) -> None:
+        """Delete ``names`` (missing ones are fine)."""
+        if not names:
+            return
+        admin = AdminClient({**self.settings.kafka_config(), "log_level": 3})
+        futures = admin.delete_topics(list(names), operation_timeout=30, request_timeout=30)
+        for name, future in futures.items():
+            try:
+                future.result(timeout=60)
+            except KafkaException as exc:
+                if "UNKNOWN_TOPIC" not in str(exc):
+                    log(f"could not delete topic {name}: {exc}")
+
+    def __enter__(self) -> Scratch:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        for job in self.jobs:
+            job.kill()
+        for name in self.namespaces:
+            try:
+                self.drop_namespace(name)
+            except Exception as error:  # cleanup must go on
+                log(f"could not delete namespace {name}: {error}")
+        try:
+            self.drop_topics(self.topics)
+        except Exception as error:
+            log(f"could not delete topics {self.topics}: {error}")
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+        log(f"cleaned up: topics {self.topics}, namespaces {self.namespaces}")
+
+
+# -- the job -------------------------------------------------------------------------
+
+
+def job_env(
+    settings: Settings, topic: str, dlq: str, namespace: str, state_dir: Path
+) -> dict[str, str]:
+    """The environment of one ``lb run``: our services, our topic, our namespace."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "LB_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+            "LB_REDIS_URL": settings.redis_url.reveal(),
+            "LB_TOPIC": topic,
+            "LB_DLQ_TOPIC": dlq,
+            "LB_NAMESPACE": namespace,
+            "LB_STATE_DIR": str(state_dir),
+        }
+    )
+    return env
+
+
+class Job:
+    """``python -m lb.cli run ...`` in its own process group, output to a log file."""
+
+    def __init__(self, args: Sequence[str], env: Mapping[str, str], log_path: Path) -> None:
+        self.argv = [sys.executable, "-m", "lb.cli", "run", *args]
+        self.log_path = log_path
+        self._log = log_path.open("wb")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            self.argv,
+            cwd=ROOT,
+            env=dict(env),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    @property
+    def command(self) -> str:
+        return " ".join(["python", *self.argv[1:]])
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def stop(self, timeout_s: float = 60.0) -> int:
+        """SIGTERM (``lb run`` forwards it to Bytewax), then SIGKILL after ``timeout_s``."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            log(f"job did not stop within {timeout_s:g} s: killing its process group")
+            self.kill()
+            return self.proc.wait()
+
+    def wait(self, timeout_s: float | None = None) -> int:
+        code = self.proc.wait(timeout_s)
+        self._log.close()
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL the job's own process group (only what this object started)."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        if not self._log.closed:
+            self._log.close()
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def stats_key(namespace: str, game: str = GAME) -> str:
+    """The game's exactly-once counters hash."""
+    return f"{namespace}:{{{game}}}:meta:stats"
+
+
+def counted(client: Any, namespace: str, game: str = GAME) -> tuple[int, dict[str, int]]:
+    """(applied + noop + duplicate, every counter) of one game's ``meta:stats``."""
+    raw = client.hgetall(stats_key(namespace, game))
+    stats = {(k.decode() if isinstance(k, bytes) else str(k)): int(v) for k, v in raw.items()}
+    return sum(stats.get(name, 0) for name in COUNTED), stats
+
+
+def topic_records(settings: Settings, topic: str) -> int:
+    """Records in a fresh topic (sum of high watermarks; nothing was ever deleted)."""
+    consumer = Consumer({**settings.kafka_config(), "group.id": "bench-meta", "log_level": 3})
+    try:
+        meta = consumer.list_topics(topic, timeout=30)
+        info = meta.topics.get(topic)
+        if info is None or info.error is not None:
+            return 0
+        total = 0
+        for partition in info.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+            total += high - low
+        return total
+    finally:
+        consumer.close()
+
+
+# -- CPU accounting -----------------------------------------------------------------------
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_s() -> float:
+    """User + system CPU seconds of every child waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def self_cpu_s() -> float:
+    """User + system CPU seconds of this process (all its threads, librdkafka's too)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _stat_fields(pid: str) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw[raw.rfind(")") + 2 :].split()
+
+
+def session_cpu_s(session: int) -> float:
+    """CPU seconds of the live processes of one session (a job's process group)."""
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(entry.name)
+        if fields is not None and int(fields[3]) == session:
+            total += int(fields[11]) + int(fields[12])
+    return total / _TICK
+
+
+def system_cpu_s() -> dict[str, float | None]:
+    """Busy CPU seconds of the whole machine (every process, ours and others')."""
+    try:
+        first = Path("/proc/stat").read_text().splitlines()[0].split()
+    except OSError:
+        return {"machine": None}
+    ticks = [int(x) for x in first[1:9]]  # user nice system idle iowait irq softirq steal
+    busy = sum(ticks) - ticks[3] - ticks[4]
+    return {"machine": busy / _TICK}
+
+
+def service_cpu_s(settings: Settings, client: Any) -> dict[str, float | None]:
+    """Cumulative CPU seconds of Redis, the Kafka broker and the whole machine (context)."""
+    out: dict[str, float | None] = {"redis": None, "kafka": None, **system_cpu_s()}
+    try:
+        info = client.info("cpu")
+        out["redis"] = float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+    except Exception:
+        pass
+    try:
+        services = json.loads((settings.state_dir / "services.json").read_text())
+        fields = _stat_fields(str(int(services["kafka_pid"])))
+        if fields is not None:
+            out["kafka"] = (int(fields[11]) + int(fields[12])) / _TICK
+    except Exception:
+        pass
+    return out
+
+
+def cpu_delta(
+    before: Mapping[str, float | None], after: Mapping[str, float | None], seconds: float
+) -> dict[str, float | None]:
+    """Average cores used per component over ``seconds``."""
+    out: dict[str, float | None] = {}
+    for name, start in before.items():
+        end = after.get(name)
+        out[name] = (
+            None
+            if start is None or end is None or seconds <= 0
+            else round((end - start) / seconds, 2)
+        )
+    return out
+
+
+class CpuWindow:
+    """Average cores used by this script, Redis, Kafka, the machine and everyone else."""
+
+    def __init__(self, settings: Settings, client: Any) -> None:
+        self._settings = settings
+        self._client = client
+        self._start = self._sample()
+        self._t0 = time.monotonic()
+
+    def _sample(self) -> dict[str, float | None]:
+        return {**service_cpu_s(self._settings, self._client), "bench": self_cpu_s()}
+
+    def cores(self) -> dict[str, float | None]:
+        """Cores busy since construction; ``other`` = machine - bench - Redis - Kafka."""
+        out = cpu_delta(self._start, self._sample(), time.monotonic() - self._t0)
+        if out.get("machine") is not None:
+            known = sum(v or 0.0 for k, v in out.items() if k != "machine")
+            out["other"] = round(max(0.0, (out["machine"] or 0.0) - known), 2)
+        return out
+
+
+# -- statistics and the report ------------------------------------------------------------
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile of already sorted values (None when empty)."""
+    if not sorted_values:
+        return None
+    rank = max(1, math.ceil(q / 100.0 * len(sorted_values)))
+    return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+def machine() -> dict[str, Any]:
+    """Where the figures come from: cores, CPU model, load, versions, commit, date."""
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+    except OSError:
+        commit = ""
+    try:
+        from importlib.metadata import version
+
+        bytewax_version = version("bytewax")
+    except Exception:
+        bytewax_version = "?"
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu_model": model,
+        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        "bytewax": bytewax_version,
+        "commit": commit,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def machine_line(info: Mapping[str, Any]) -> str:
+    """:func:`machine` as one Markdown line."""
+    return (
+        f"{info['date']}; {info['nproc']} cores ({info['cpu_model']}), load average at start "
+        f"{', '.join(str(x) for x in info['loadavg_at_start'])}; Python {info['python']}, "
+        f"Bytewax {info['bytewax']}; commit `{info['commit'] or '?'}` (plus uncommitted work)"
+    )
+
+
+_DOC_HEADER = """# Benchmarks
+
+Figures measured by the scripts in [`bench/`](../bench/) against the real local
+services (`lb up`: one Kafka KRaft broker, one Redis). Each script rewrites only its
+own section below. The machine is small (2 cores) and shared with other work, so
+**compare ratios measured in the same run**; the absolute numbers are context.
+"""
+
+
+def write_section(section: str, body: str, doc: Path = DOC) -> None:
+    """Replace (or append) the ``section`` block of ``docs/BENCHMARKS.md``."""
+    begin = f"<!-- BEGIN {section} -->"
+    end = f"<!-- END {section} -->"
+    block = f"{begin}\n{body.rstrip()}\n{end}\n"
+    text = doc.read_text() if doc.exists() else _DOC_HEADER
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        text = head + block.rstrip("\n") + tail
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    temp = doc.with_suffix(".md.tmp")
+    temp.write_text(text)
+    temp.replace(doc)
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """A Markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def fmt_int(value: float | None) -> str:
+    """``1,234`` or a dash."""
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def fmt_ratio(value: float | None) -> str:
+    """``1.23x`` or a dash."""
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def emit(summary: Mapping[str, Any], stream: TextIO = sys.stdout) -> None:
+    """The final JSON on stdout."""
+    stream.write(json.dumps(summary, indent=2) + "\n")
+    stream.flush()

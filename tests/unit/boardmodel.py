@@ -1,0 +1,200 @@
+"""An in-memory model of the Redis state the board planner works against.
+
+Not a mock of a Redis client: plain dictionaries holding the same data Redis
+would hold (sorted sets, hashes, sets), answering the planner's reads the way
+``sinks.redis_boards.RedisBoardStore.read`` does and applying a
+:class:`~domain.planner.WritePlan` with the semantics of the Lua script
+``APPLY_GROUP`` in ``sinks/redis_boards.py``:
+
+* per group, if the stored watermark of the partition is ``>=`` the batch's
+  offset, nothing happens (the group was applied before a crash);
+* otherwise ZADD, then ZREM (a sorted set left empty disappears, with its
+  expiry), EXPIREAT (a no-op on a key that does not exist), SADD of the new
+  window ids to the registry, HSET + EXPIRE of the seen ids, HINCRBY of every
+  non-zero counter and finally HSET of the watermark.
+
+Expiry never fires here; the EXPIREAT / EXPIRE values are recorded so tests
+can assert them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from domain.planner import BoardPlanner, GroupWrite, LookupResults, Lookups, WritePlan
+from domain.records import CheckedBatch
+
+
+@dataclass(frozen=True)
+class ZaddRecord:
+    """One member written by an applied ZADD, with the value it replaced."""
+
+    key: str
+    member: str
+    before: float | None
+    after: float
+
+
+@dataclass
+class BoardModel:
+    """The Redis data of a namespace, as plain dictionaries."""
+
+    zsets: dict[str, dict[str, float]] = field(default_factory=dict)
+    hashes: dict[str, dict[str, int]] = field(default_factory=dict)
+    sets: dict[str, set[str]] = field(default_factory=dict)
+    #: EXPIREAT unix seconds of keys that have one (dropped when the key disappears).
+    expire_at: dict[str, int] = field(default_factory=dict)
+    #: Last EXPIRE (relative seconds) set on a key.
+    ttl: dict[str, int] = field(default_factory=dict)
+    #: Every ZADD member write that was applied, in order.
+    zadds: list[ZaddRecord] = field(default_factory=list)
+    #: Every ZREM member that was applied: (key, member, was it present).
+    zrems: list[tuple[str, str, bool]] = field(default_factory=list)
+    #: Groups applied (1) or skipped by the watermark guard (0), in order.
+    outcomes: list[int] = field(default_factory=list)
+
+    # -- reads (RedisBoardStore.read) -------------------------------------------------
+
+    def read(self, lookups: Lookups) -> LookupResults:
+        out = LookupResults()
+        for key, name in lookups.watermarks:  # HGET
+            out.watermarks.append(self.hashes.get(key, {}).get(name))
+        for key, ids in lookups.seen:  # HMGET
+            stored = self.hashes.get(key, {})
+            out.seen.append([stored.get(event_id) for event_id in ids])
+        for key, players in lookups.scores:  # ZMSCORE (doubles, as redis-py returns them)
+            board = self.zsets.get(key, {})
+            out.scores.append([board.get(player) for player in players])
+        for key in lookups.registries:  # SMEMBERS
+            out.registries.append(set(self.sets.get(key, set())))
+        return out
+
+    # -- writes (the APPLY_GROUP script, one call per group) --------------------------
+
+    def apply(self, plan: WritePlan, limit: int | None = None) -> list[int]:
+        """Apply the groups of ``plan`` (only the first ``limit``: a crash mid-pipeline)."""
+        groups = plan.groups if limit is None else plan.groups[:limit]
+        results = [self._apply_group(write) for write in groups]
+        self.outcomes.extend(results)
+        return results
+
+    def _apply_group(self, write: GroupWrite) -> int:
+        keys = write.keys
+        field_name, offset = write.watermark
+        current = self.hashes.get(keys.watermarks, {}).get(field_name)
+        if current is not None and current >= offset:
+            return 0
+        for key, members in write.zadd.items():
+            board = self.zsets.setdefault(key, {})
+            for member, score in members.items():
+                value = float(score)
+                self.zadds.append(ZaddRecord(key, member, board.get(member), value))
+                board[member] = value
+        for key, players in write.zrem.items():
+            board = self.zsets.get(key, {})
+            for player in players:
+                self.zrems.append((key, player, player in board))
+                board.pop(player, None)
+            if not board:
+                self._delete(key)
+        for key, at in write.expire_at_s.items():
+            if self._exists(key):
+                self.expire_at[key] = int(at)
+        if write.new_windows:
+            self.sets.setdefault(keys.boards, set()).update(write.new_windows)
+        for key, ids in write.seen.items():
+            if ids:
+                self.hashes.setdefault(key, {}).update({k: int(v) for k, v in ids.items()})
+            if self._exists(key):  # EXPIRE of a missing key does nothing
+                self.ttl[key] = int(write.seen_ttl_s)
+        for name, by in write.stats.items():
+            if by != 0:
+                stats = self.hashes.setdefault(keys.stats, {})
+                stats[name] = stats.get(name, 0) + by
+        self.hashes.setdefault(keys.watermarks, {})[field_name] = offset
+        return 1
+
+    def _exists(self, key: str) -> bool:
+        return bool(self.zsets.get(key)) or bool(self.hashes.get(key)) or bool(self.sets.get(key))
+
+    def _delete(self, key: str) -> None:
+        self.zsets.pop(key, None)
+        self.expire_at.pop(key, None)
+        self.ttl.pop(key, None)
+
+    # -- views for assertions -----------------------------------------------------------
+
+    def boards(self) -> dict[str, dict[str, float]]:
+        """Every non-empty sorted set."""
+        return {key: dict(board) for key, board in self.zsets.items() if board}
+
+    def hashes_with(self, marker: str) -> dict[str, dict[str, int]]:
+        """The hashes whose key contains ``marker`` (``:meta:wm``, ``:meta:seen:`` ...)."""
+        return {key: dict(h) for key, h in self.hashes.items() if marker in key and h}
+
+    def stats_total(self) -> dict[str, int]:
+        """The counters summed over every group."""
+        out: dict[str, int] = {}
+        for counters in self.hashes_with(":meta:stats").values():
+            for name, value in counters.items():
+                out[name] = out.get(name, 0) + value
+        return out
+
+    def state(self) -> dict[str, Any]:
+        """Everything the projection stores (not the write logs)."""
+        return {
+            "boards": self.boards(),
+            "hashes": {key: dict(h) for key, h in self.hashes.items() if h},
+            "sets": {key: set(s) for key, s in self.sets.items() if s},
+            "expire_at": dict(self.expire_at),
+            "ttl_keys": set(self.ttl),
+        }
+
+
+def write_batch(
+    items: Sequence[CheckedBatch],
+    planner: BoardPlanner,
+    model: BoardModel,
+    crash_after_groups: int | None = None,
+) -> None:
+    """What ``_BoardPartition.write_batch`` does, against the model instead of Redis.
+
+    Rounds of at most one batch per partition: every lookup of the round, one
+    read, remember the registries and plan each batch, one write of every
+    group, then commit each plan. With ``crash_after_groups`` the job dies
+    once that many groups of this call have been written: the rest of the
+    write and every later commit never happen.
+    """
+    budget = crash_after_groups
+    pending = [batch for batch in items if batch.accepted]
+    while pending:
+        round_: list[CheckedBatch] = []
+        later: list[CheckedBatch] = []
+        partitions: set[int] = set()
+        for batch in pending:
+            (later if batch.partition in partitions else round_).append(batch)
+            partitions.add(batch.partition)
+        lookups = [planner.lookups(batch) for batch in round_]
+        results = [model.read(need) if need else LookupResults() for need in lookups]
+        plans: list[WritePlan] = []
+        for batch, need, got in zip(round_, lookups, results, strict=True):
+            planner.remember_registries(need, got)
+            plans.append(planner.plan(batch, got, need))
+        for plan in plans:
+            if budget is not None and budget < len(plan.groups):
+                model.apply(plan, limit=budget)
+                return
+            model.apply(plan)
+            if budget is not None:
+                budget -= len(plan.groups)
+        for plan in plans:
+            planner.commit(plan)
+        pending = later
+
+
+def project(batches: Iterable[CheckedBatch], planner: BoardPlanner, model: BoardModel) -> None:
+    """One batch per ``write_batch`` call: lookups -> read -> plan -> apply -> commit."""
+    for batch in batches:
+        write_batch([batch], planner, model)

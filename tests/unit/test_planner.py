@@ -1,0 +1,714 @@
+"""Property tests of the board planner against an independent oracle.
+
+The system under test is the whole write path of the Redis sink, minus Redis:
+``BoardPlanner`` (lookups -> read -> remember_registries -> plan -> commit)
+driving :class:`tests.unit.boardmodel.BoardModel`, a dictionary model of the
+Redis data with the semantics of the ``APPLY_GROUP`` Lua script.
+
+The oracle shares no code with the planner: plain dictionaries, its own
+composite formula ``score * slots + (slots - 1 - slot)``, its own windows from
+``datetime.isocalendar`` and its own key spelling from the documented layout.
+Domain helpers (``window_for``) are used only to build the planner's input.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from domain.events import EventKind, ScoreEvent
+from domain.games import GameConfig, Operator
+from domain.planner import BoardPlanner
+from domain.records import Accepted, CheckedBatch
+from domain.scoring import TieResolution
+from domain.windows import WindowKind, window_for
+from tests.unit.boardmodel import BoardModel, project, write_batch
+
+pytestmark = pytest.mark.unit
+
+NS = "t"
+TOPIC = "score-events"
+HORIZON_MS = 1_000
+PARTITIONS = (0, 1, 2)
+PLAYERS = ("p0", "p1", "p2", "p3", "p4")
+GAME_IDS = ("ga", "gb", "gc")
+BIG_CACHE = 1_000_000
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+DAY_MS = 86_400_000
+
+
+def _ms(*parts: int) -> int:
+    return (datetime(*parts, tzinfo=UTC) - EPOCH) // timedelta(milliseconds=1)  # type: ignore[misc]
+
+
+ORIGIN_MS = _ms(2020, 1, 1)
+UNTIL_MS = _ms(2040, 1, 1)
+
+#: Event times around day, ISO-week and ISO-year boundaries, and inside one second/minute.
+MOMENTS = (
+    ORIGIN_MS,
+    _ms(2026, 12, 27, 23, 59, 59) + 999,  # Sunday, last ms of 2026-W52
+    _ms(2026, 12, 28),  # Monday 00:00, 2026-W53
+    _ms(2026, 12, 28) + 400,
+    _ms(2026, 12, 28) + 999,
+    _ms(2026, 12, 28, 0, 0, 1),
+    _ms(2026, 12, 28, 0, 0, 59),
+    _ms(2026, 12, 31, 23, 59, 59) + 999,
+    _ms(2027, 1, 1),  # still 2026-W53
+    _ms(2027, 1, 3, 23, 59, 59) + 999,
+    _ms(2027, 1, 4),  # 2027-W01
+    _ms(2027, 1, 4, 12),
+    UNTIL_MS - 1,
+)
+
+
+# --- the oracle --------------------------------------------------------------------------
+
+_UNIT_MS = {"ms": 1, "s": 1_000, "min": 60_000, "none": None}
+
+
+def _utc(ts_ms: int) -> datetime:
+    return EPOCH + timedelta(milliseconds=ts_ms)
+
+
+def _epoch_ms(day: date) -> int:
+    return (datetime(day.year, day.month, day.day, tzinfo=UTC) - EPOCH) // timedelta(milliseconds=1)
+
+
+@dataclass(frozen=True)
+class OracleWindow:
+    id: str
+    start_ms: int
+    span_ms: int
+    expire_at_s: int | None
+
+
+def oracle_window(kind: WindowKind, ts_ms: int, game: GameConfig) -> OracleWindow:
+    """The board of ``kind`` holding ``ts_ms``, from the calendar alone."""
+    if kind.value == "alltime":
+        return OracleWindow(
+            "alltime", game.alltime_origin_ms, game.alltime_until_ms - game.alltime_origin_ms, None
+        )
+    day = _utc(ts_ms).date()
+    if kind.value == "daily":
+        start = _epoch_ms(day)
+        return OracleWindow(
+            f"daily:{day.isoformat()}",
+            start,
+            DAY_MS,
+            (start + DAY_MS) // 1000 + game.daily_retention_s,
+        )
+    iso = day.isocalendar()
+    start = _epoch_ms(day - timedelta(days=iso.weekday - 1))
+    return OracleWindow(
+        f"weekly:{iso.year:04d}-W{iso.week:02d}",
+        start,
+        7 * DAY_MS,
+        (start + 7 * DAY_MS) // 1000 + game.weekly_retention_s,
+    )
+
+
+def oracle_slots(game: GameConfig, window: OracleWindow) -> int:
+    unit = _UNIT_MS[game.tie_resolution.value]
+    return 1 if unit is None else -(-window.span_ms // unit)
+
+
+def oracle_slot(game: GameConfig, window: OracleWindow, ts_ms: int) -> int:
+    unit = _UNIT_MS[game.tie_resolution.value]
+    return 0 if unit is None else (ts_ms - window.start_ms) // unit
+
+
+def oracle_tag(game_id: str, game: GameConfig, player: str) -> str:
+    if game.shards <= 1:
+        return game_id
+    return f"{game_id}/{zlib.crc32(player.encode()) % game.shards}"
+
+
+def prefix(tag: str) -> str:
+    return f"{NS}:{{{tag}}}:"
+
+
+def combine(
+    op: str, cur: tuple[int, int] | None, score: int, slot: int, cap: int
+) -> tuple[tuple[int, int], bool]:
+    """(new (score, slot), saturated) by the documented operator rules."""
+    if cur is None:
+        return (score, slot), False
+    if op == "best":  # the maximum of (score, earlier slot first)
+        return max(cur, (score, slot), key=lambda e: (e[0], -e[1])), False
+    if op == "incr":  # saturating sum, latest contributing slot
+        return (min(cur[0] + score, cap), max(cur[1], slot)), cur[0] + score > cap
+    # set: the latest event wins; an older one is ignored, an equal slot takes the later event
+    return ((score, slot) if slot >= cur[1] else cur), False
+
+
+@dataclass
+class Expected:
+    boards: dict[str, dict[str, int]] = field(default_factory=dict)
+    registries: dict[str, set[str]] = field(default_factory=dict)
+    watermarks: dict[str, dict[str, int]] = field(default_factory=dict)
+    expire_at: dict[str, int] = field(default_factory=dict)
+    stats: dict[str, int] = field(default_factory=dict)
+    accepted: int = 0
+
+
+# --- the stream ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rec:
+    """One accepted record: where it sits in its partition and the boards it may update."""
+
+    partition: int
+    offset: int
+    record_ts: int
+    event: ScoreEvent
+    kinds: tuple[WindowKind, ...]
+
+    def __repr__(self) -> str:  # compact, for readable falsifying examples
+        ev = self.event
+        kinds = ",".join(k.value for k in self.kinds)
+        what = "RETRACT" if ev.kind is EventKind.RETRACT else f"{ev.score}@{ev.ts_ms} [{kinds}]"
+        return (
+            f"<p{self.partition}#{self.offset} rts={self.record_ts} {ev.event_id} "
+            f"{ev.game_id}/{ev.player_id} {what}>"
+        )
+
+
+@dataclass
+class Scenario:
+    games: dict[str, GameConfig]
+    records: dict[int, list[Rec]]
+
+    def __repr__(self) -> str:
+        games = {
+            g: f"{c.operator.value} max={c.max_score} tie={c.tie_resolution.value} "
+            f"windows={[k.value for k in c.windows]} shards={c.shards}"
+            for g, c in self.games.items()
+        }
+        return f"Scenario(games={games}, records={self.records})"
+
+    def accepted(self, rec: Rec) -> Accepted:
+        game = self.games[rec.event.game_id]
+        windows = tuple(window_for(kind, rec.event.ts_ms) for kind in rec.kinds)
+        return Accepted(rec.offset, rec.record_ts, rec.event, game, windows)
+
+    @property
+    def has_retracts(self) -> bool:
+        return any(
+            r.event.kind is EventKind.RETRACT for recs in self.records.values() for r in recs
+        )
+
+
+def oracle(scn: Scenario) -> Expected:
+    out = Expected()
+    values: dict[tuple[str, str], tuple[int, int]] = {}
+    slots: dict[str, int] = {}
+    seen: dict[tuple[str, str], int] = {}
+    stats = {"applied": 0, "noop": 0, "duplicate": 0, "saturated": 0}
+    for partition, recs in scn.records.items():
+        for rec in recs:
+            ev = rec.event
+            game = scn.games[ev.game_id]
+            pre = prefix(oracle_tag(ev.game_id, game, ev.player_id))
+            out.accepted += 1
+            out.watermarks.setdefault(pre + "meta:wm", {})[f"{TOPIC}/{partition}"] = rec.offset
+            earlier = seen.get((pre, ev.event_id))
+            if earlier is not None and rec.record_ts - earlier <= HORIZON_MS:
+                stats["duplicate"] += 1
+                continue
+            seen[(pre, ev.event_id)] = rec.record_ts
+            changed = False
+            if ev.kind is EventKind.RETRACT:
+                # Always counted as applied (knowing whether the player was on a
+                # board would cost a read, and counts must not depend on the cache).
+                changed = True
+                for key, player in list(values):
+                    if player == ev.player_id and key.startswith(pre):
+                        del values[(key, player)]
+            else:
+                capped = False
+                for kind in rec.kinds:
+                    window = oracle_window(kind, ev.ts_ms, game)
+                    key = pre + window.id
+                    slots[key] = oracle_slots(game, window)
+                    out.registries.setdefault(pre + "meta:boards", set()).add(window.id)
+                    slot = oracle_slot(game, window, ev.ts_ms)
+                    cur = values.get((key, ev.player_id))
+                    new, saturated = combine(
+                        game.operator.value, cur, ev.score, slot, game.max_score
+                    )
+                    capped = capped or saturated
+                    if new != cur:
+                        values[(key, ev.player_id)] = new
+                        changed = True
+                    if window.expire_at_s is not None:
+                        out.expire_at[key] = window.expire_at_s
+                stats["saturated"] += capped  # once per capped event, not per board
+            stats["applied" if changed else "noop"] += 1
+    for (key, player), (score, slot) in values.items():
+        out.boards.setdefault(key, {})[player] = score * slots[key] + (slots[key] - 1 - slot)
+    out.expire_at = {k: v for k, v in out.expire_at.items() if k in out.boards}
+    out.stats = {k: v for k, v in stats.items() if v}
+    return out
+
+
+# --- strategies ----------------------------------------------------------------------------
+
+
+def _oracle_fit(game: GameConfig) -> int:
+    """The largest max_score the oracle's own formula allows for every board of ``game``."""
+    spans = {"alltime": UNTIL_MS - ORIGIN_MS, "daily": DAY_MS, "weekly": 7 * DAY_MS}
+    unit = _UNIT_MS[game.tie_resolution.value]
+    slots = max(1 if unit is None else -(-spans[k.value] // unit) for k in game.windows)
+    return 2**53 // slots - 1
+
+
+@st.composite
+def game_configs(draw: st.DrawFn, operators: tuple[Operator, ...] = tuple(Operator)) -> GameConfig:
+    game = GameConfig(
+        operator=draw(st.sampled_from(operators)),
+        tie_resolution=draw(st.sampled_from(TieResolution)),
+        windows=tuple(draw(st.permutations(list(WindowKind)))[: draw(st.integers(1, 3))]),
+        shards=draw(st.integers(1, 3)),
+        max_score=1,
+    )
+    big = draw(st.booleans())
+    max_score = _oracle_fit(game) if big else draw(st.integers(1, 40))
+    game = replace(game, max_score=max_score)
+    game.validate("g")  # the oracle's bound agrees with the catalog's
+    return game
+
+
+def narrow_first(game: GameConfig) -> tuple[WindowKind, ...]:
+    order = (WindowKind.DAILY, WindowKind.WEEKLY, WindowKind.ALLTIME)
+    return tuple(k for k in order if k in game.windows)
+
+
+def _scores(cap: int) -> st.SearchStrategy[int]:
+    return st.one_of(
+        st.sampled_from(sorted({0, 1, cap // 2, max(cap - 1, 0), cap})), st.integers(0, cap)
+    )
+
+
+_TS = st.one_of(st.sampled_from(MOMENTS), st.integers(_ms(2026, 12, 27), _ms(2027, 1, 5)))
+_STEP = st.sampled_from((0, 1, HORIZON_MS // 2, HORIZON_MS, HORIZON_MS + 1, 2 * HORIZON_MS))
+
+
+@st.composite
+def scenarios(
+    draw: st.DrawFn,
+    retracts: bool = True,
+    operators: tuple[Operator, ...] = tuple(Operator),
+    max_records: int = 40,
+) -> Scenario:
+    games = {g: draw(game_configs(operators)) for g in GAME_IDS}
+    partition_of = {p: draw(st.sampled_from(PARTITIONS)) for p in PLAYERS}
+    clock = dict.fromkeys(PARTITIONS, 1_800_000_000_000)
+    next_offset = dict.fromkeys(PARTITIONS, draw(st.integers(0, 3)))
+    records: dict[int, list[Rec]] = {p: [] for p in PARTITIONS}
+    every: list[Rec] = []
+    for i in range(draw(st.integers(1, max_records))):
+        choice = draw(st.integers(0, 9))
+        if every and choice <= 2:  # an exact copy of an earlier event (producer retry)
+            ev = draw(st.sampled_from(every)).event
+        else:
+            game_id = draw(st.sampled_from(GAME_IDS))
+            kind = EventKind.RETRACT if retracts and choice == 3 else EventKind.SCORE
+            ev = ScoreEvent(
+                event_id=f"e{i}",
+                game_id=game_id,
+                player_id=draw(st.sampled_from(PLAYERS)),
+                score=0 if kind is EventKind.RETRACT else draw(_scores(games[game_id].max_score)),
+                ts_ms=draw(_TS),
+                kind=kind,
+                key_id="k1",
+                sig=b"",
+            )
+        game = games[ev.game_id]
+        # Lateness drops the daily (and then the weekly) board, never every board.
+        drop = draw(st.integers(0, 2))
+        gone = {WindowKind.DAILY} if drop == 1 else {WindowKind.DAILY, WindowKind.WEEKLY}
+        # The validator hands windows over narrowest first (the planner relies on it).
+        kinds = tuple(k for k in narrow_first(game) if drop == 0 or k not in gone)
+        kinds = kinds or narrow_first(game)
+        partition = partition_of[ev.player_id]
+        clock[partition] += draw(_STEP)
+        offset = next_offset[partition] + draw(st.integers(0, 2))  # gaps: dead-lettered records
+        next_offset[partition] = offset + 1
+        rec = Rec(partition, offset, clock[partition], ev, kinds)
+        records[partition].append(rec)
+        every.append(rec)
+    return Scenario(games, {p: recs for p, recs in records.items() if recs})
+
+
+# --- running the planner -------------------------------------------------------------------
+
+
+def chunk(scn: Scenario, recs: list[Rec], rnd: random.Random) -> list[CheckedBatch]:
+    """Consecutive records of one partition, cut into batches at random points."""
+    out: list[CheckedBatch] = []
+    at = 0
+    while at < len(recs):
+        size = rnd.choice((1, 1, 2, 3, 5, 8, len(recs)))
+        part = recs[at : at + size]
+        out.append(
+            CheckedBatch(
+                TOPIC,
+                part[0].partition,
+                tuple(scn.accepted(r) for r in part),
+                (),
+                part[-1].offset,
+            )
+        )
+        at += size
+    return out
+
+
+def interleave(
+    per_partition: dict[int, list[CheckedBatch]], rnd: random.Random
+) -> list[CheckedBatch]:
+    """Merge partitions' batch sequences in a random order, each partition's kept in order."""
+    queues = {p: list(batches) for p, batches in per_partition.items() if batches}
+    out: list[CheckedBatch] = []
+    while queues:
+        p = rnd.choice(sorted(queues))
+        out.append(queues[p].pop(0))
+        if not queues[p]:
+            del queues[p]
+    return out
+
+
+def calls(
+    batches: list[CheckedBatch], worker_of: dict[int, int], rnd: random.Random, rounds: bool
+) -> list[tuple[int, list[CheckedBatch]]]:
+    """Group each worker's batches into ``write_batch`` calls (one batch each unless ``rounds``)."""
+    out: list[tuple[int, list[CheckedBatch]]] = []
+    open_: dict[int, list[CheckedBatch]] = {}
+    for batch in batches:
+        worker = worker_of[batch.partition]
+        items = open_.setdefault(worker, [])
+        items.append(batch)
+        if not rounds or rnd.random() < 0.4:
+            out.append((worker, open_.pop(worker)))
+    out.extend(sorted(open_.items()))
+    return out
+
+
+def run(
+    scn: Scenario,
+    rnd: random.Random,
+    *,
+    capacity: int = BIG_CACHE,
+    workers: int = 1,
+    crashes: int = 0,
+    rounds: bool = False,
+) -> BoardModel:
+    """Project the whole stream, crashing ``crashes`` times and restarting at or before the crash.
+
+    A crash throws every planner away (the model, i.e. Redis, survives), possibly
+    after writing only some groups of an in-flight ``write_batch`` call; the
+    restart re-reads each partition from a random offset at or before what was
+    fully written, chunked and interleaved afresh, on new planners (and possibly
+    another assignment of partitions to workers).
+    """
+    model = BoardModel()
+    start = dict.fromkeys(scn.records, 0)
+    for attempt in range(crashes + 1):
+        planners = [BoardPlanner(NS, HORIZON_MS, capacity) for _ in range(workers)]
+        worker_of = {p: rnd.randrange(workers) for p in scn.records}
+        batches = interleave(
+            {p: chunk(scn, recs[start[p] :], rnd) for p, recs in scn.records.items()}, rnd
+        )
+        todo = calls(batches, worker_of, rnd, rounds)
+        last = attempt == crashes
+        stop = len(todo) if last else rnd.randint(0, len(todo))
+        done = dict(start)
+        for worker, items in todo[:stop]:
+            write_batch(items, planners[worker], model)
+            for batch in items:
+                done[batch.partition] += len(batch.accepted)
+        if last:
+            break
+        if stop < len(todo) and rnd.random() < 0.6:
+            worker, items = todo[stop]
+            write_batch(items, planners[worker], model, crash_after_groups=rnd.randint(0, 4))
+        start = {p: rnd.randint(0, done[p]) for p in scn.records}
+    return model
+
+
+def assert_matches_oracle(model: BoardModel, scn: Scenario, exp: Expected) -> None:
+    boards = model.boards()
+    for board in boards.values():
+        for value in board.values():
+            assert value == int(value), "a composite lost precision"
+    assert boards == exp.boards
+    assert {k: v for k, v in model.sets.items() if v} == exp.registries
+    assert model.hashes_with(":meta:wm") == exp.watermarks
+    assert model.expire_at == exp.expire_at
+    stats = model.stats_total()
+    assert stats == exp.stats
+    # Conservation: every accepted record is applied, a no-op or a duplicate.
+    assert stats.get("applied", 0) + stats.get("noop", 0) + stats.get("duplicate", 0) == (
+        exp.accepted
+    )
+
+
+def _seeds() -> st.SearchStrategy[random.Random]:
+    return st.randoms(use_true_random=False)
+
+
+PROPERTY = settings(
+    max_examples=250,
+    deadline=None,
+    report_multiple_bugs=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+# --- properties ----------------------------------------------------------------------------
+
+
+@PROPERTY
+@given(scn=scenarios(), rnd=_seeds(), workers=st.integers(1, 2), rounds=st.booleans())
+def test_boards_registries_watermarks_and_counters_match_the_oracle(
+    scn: Scenario, rnd: random.Random, workers: int, rounds: bool
+) -> None:
+    model = run(scn, rnd, workers=workers, rounds=rounds)
+    assert_matches_oracle(model, scn, oracle(scn))
+    assert all(outcome == 1 for outcome in model.outcomes)  # no replay: nothing skipped
+
+
+@PROPERTY
+@given(
+    scn=scenarios(),
+    rnd=_seeds(),
+    crashes=st.integers(1, 2),
+    workers=st.integers(1, 2),
+    rounds=st.booleans(),
+)
+def test_crash_and_replay_from_an_earlier_offset_changes_nothing(
+    scn: Scenario, rnd: random.Random, crashes: int, workers: int, rounds: bool
+) -> None:
+    clean = run(scn, rnd)
+    crashed = run(scn, rnd, crashes=crashes, workers=workers, rounds=rounds)
+    assert crashed.state() == clean.state()
+    assert_matches_oracle(crashed, scn, oracle(scn))
+
+
+@PROPERTY
+@given(scn=scenarios(), rnd=_seeds(), capacity=st.sampled_from((1, 2, 3)), rounds=st.booleans())
+def test_a_tiny_cache_gives_the_same_result_as_a_large_one(
+    scn: Scenario, rnd: random.Random, capacity: int, rounds: bool
+) -> None:
+    large = run(scn, rnd)
+    tiny = run(scn, rnd, capacity=capacity, rounds=rounds)
+    assert tiny.state() == large.state()
+    assert_matches_oracle(tiny, scn, oracle(scn))
+
+
+@PROPERTY
+@given(scn=scenarios(), rnd=_seeds(), capacity=st.sampled_from((1, 2, BIG_CACHE)))
+def test_no_write_for_a_member_whose_value_does_not_change(
+    scn: Scenario, rnd: random.Random, capacity: int
+) -> None:
+    model = run(scn, rnd, capacity=capacity, crashes=rnd.randint(0, 1), rounds=rnd.random() < 0.5)
+    redundant = [z for z in model.zadds if z.before == z.after]
+    assert redundant == []
+    if not scn.has_retracts:  # a RETRACT may remove a member it never read (blind ZREM)
+        assert model.zrems == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    op=st.sampled_from((Operator.BEST, Operator.SET)),
+    tie=st.sampled_from(TieResolution),
+    first=st.integers(5, 40),
+    later=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 3_000)), min_size=1, max_size=20),
+    rnd=_seeds(),
+    capacity=st.sampled_from((1, BIG_CACHE)),
+)
+def test_events_that_cannot_improve_a_board_cost_no_write(
+    op: Operator,
+    tie: TieResolution,
+    first: int,
+    later: list[tuple[int, int]],
+    rnd: random.Random,
+    capacity: int,
+) -> None:
+    """``best``: every later score is lower; ``set``: every later event is older."""
+    if op is Operator.SET and tie is TieResolution.NONE:
+        tie = TieResolution.MIN  # without a time tie-break every event is "the latest"
+    game = GameConfig(operator=op, max_score=40, tie_resolution=tie)
+    t0 = _ms(2026, 12, 30, 12)
+    events = [(first, t0)] + [
+        (score, t0 + dt if op is Operator.BEST else t0 - 60_000 - dt) for score, dt in later
+    ]
+    recs = [
+        Rec(
+            0,
+            offset,
+            1_800_000_000_000 + offset * 10 * HORIZON_MS,
+            ScoreEvent(f"e{offset}", "ga", "p0", score, ts, EventKind.SCORE, "k1", b""),
+            narrow_first(game),
+        )
+        for offset, (score, ts) in enumerate(events)
+    ]
+    scn = Scenario({"ga": game}, {0: recs})
+    model = run(scn, rnd, capacity=capacity)
+    assert len(model.zadds) == len(game.windows)
+    assert all(z.before is None for z in model.zadds)
+    assert model.stats_total() == {"applied": 1, "noop": len(later)}
+
+
+# --- specific cases ------------------------------------------------------------------------
+
+
+def _event(
+    eid: str, player: str, score: int, ts: int, kind: EventKind = EventKind.SCORE
+) -> ScoreEvent:
+    return ScoreEvent(eid, "ga", player, score, ts, kind, "k1", b"")
+
+
+def _batch(game: GameConfig, partition: int, *recs: tuple[int, int, ScoreEvent]) -> CheckedBatch:
+    accepted = tuple(
+        Accepted(
+            offset, record_ts, ev, game, tuple(window_for(k, ev.ts_ms) for k in narrow_first(game))
+        )
+        for offset, record_ts, ev in recs
+    )
+    return CheckedBatch(TOPIC, partition, accepted, (), accepted[-1].offset)
+
+
+ALLTIME_ONLY = GameConfig(windows=(WindowKind.ALLTIME,), max_score=100)
+T = _ms(2026, 5, 4, 10)
+R = 1_800_000_000_000
+
+
+def test_a_stored_watermark_at_or_past_the_batch_skips_the_group() -> None:
+    model = BoardModel()
+    batch = _batch(ALLTIME_ONLY, 0, (5, R, _event("e1", "p", 7, T)))
+    project([batch], BoardPlanner(NS, HORIZON_MS), model)
+    before = model.state()
+    project([batch], BoardPlanner(NS, HORIZON_MS), model)  # a replay on a fresh planner
+    assert model.state() == before
+    assert model.hashes[f"{NS}:{{ga}}:meta:wm"] == {f"{TOPIC}/0": 5}
+
+
+def test_duplicate_exactly_at_the_horizon_is_dropped_and_one_ms_later_applied() -> None:
+    model = BoardModel()
+    game = GameConfig(windows=(WindowKind.ALLTIME,), operator=Operator.INCR, max_score=100)
+    ev = _event("e1", "p", 7, T)
+    batches = [
+        _batch(game, 0, (0, R, ev)),
+        _batch(game, 0, (1, R + HORIZON_MS, ev)),  # within the horizon: duplicate
+        _batch(game, 0, (2, R + 2 * HORIZON_MS + 1, ev)),  # beyond: counted again
+    ]
+    project(batches, BoardPlanner(NS, HORIZON_MS), model)
+    assert model.stats_total() == {"applied": 2, "duplicate": 1}
+    (board,) = model.boards().values()
+    assert board["p"] // ALLTIME_ONLY.codec(window_for(WindowKind.ALLTIME, T)).slots == 14
+
+
+def test_retract_removes_the_player_from_every_registered_board() -> None:
+    model = BoardModel()
+    game = GameConfig(max_score=100)
+    day2 = T + DAY_MS * 7
+    first = BoardPlanner(NS, HORIZON_MS)
+    project(
+        [
+            _batch(game, 0, (0, R, _event("e1", "p", 7, T))),
+            _batch(game, 1, (0, R, _event("e2", "q", 9, day2))),
+        ],
+        first,
+        model,
+    )
+    # A new planner (after a restart) must still find every board of the game.
+    project(
+        [_batch(game, 0, (1, R + 1, _event("e3", "p", 0, T, EventKind.RETRACT)))],
+        BoardPlanner(NS, HORIZON_MS),
+        model,
+    )
+    assert all("p" not in board for board in model.boards().values())
+    assert sum("q" in board for board in model.boards().values()) == 3
+    # Daily and weekly boards of p's day are gone with their expiry; alltime keeps q.
+    assert set(model.expire_at) == {k for k in model.boards() if ":alltime" not in k}
+
+
+def test_retract_counters_do_not_depend_on_the_cache() -> None:
+    game = ALLTIME_ONLY
+    batches = [
+        _batch(game, 0, (0, R, _event("e1", "p", 7, T))),
+        _batch(game, 0, (1, R + 10, _event("e2", "p", 0, T, EventKind.RETRACT))),
+        _batch(game, 0, (2, R + 20, _event("e3", "p", 0, T, EventKind.RETRACT))),
+    ]
+    clean = BoardModel()
+    project(batches, BoardPlanner(NS, HORIZON_MS), clean)
+    restarted = BoardModel()
+    project(batches[:2], BoardPlanner(NS, HORIZON_MS), restarted)
+    project(batches[2:], BoardPlanner(NS, HORIZON_MS), restarted)  # crash between batches
+    # A RETRACT counts as applied whether or not the cache knew the player was there.
+    assert clean.stats_total() == {"applied": 3}
+    assert restarted.stats_total() == clean.stats_total()
+    assert clean.state() == restarted.state()
+
+
+def test_a_capped_incr_event_counts_as_saturated() -> None:
+    game = GameConfig(windows=(WindowKind.ALLTIME,), operator=Operator.INCR, max_score=10)
+    counts = []
+    for later_ms in (5_000, -5_000):  # the capped event is newer / older than the total
+        model = BoardModel()
+        batch = _batch(
+            game,
+            0,
+            (0, R, _event("e1", "p", 10, T)),
+            (1, R + 1, _event("e2", "p", 5, T + later_ms)),
+        )
+        project([batch], BoardPlanner(NS, HORIZON_MS), model)
+        counts.append(model.stats_total().get("saturated", 0))
+    assert counts == [1, 1]
+
+
+def test_saturation_counts_once_per_capped_event_not_per_board() -> None:
+    game = GameConfig(operator=Operator.INCR, max_score=10)  # three boards
+    model = BoardModel()
+    batch = _batch(game, 0, (0, R, _event("e1", "p", 8, T)), (1, R + 1, _event("e2", "p", 5, T)))
+    project([batch], BoardPlanner(NS, HORIZON_MS), model)
+    assert model.stats_total() == {"applied": 2, "saturated": 1}
+
+
+def test_dedupe_does_not_depend_on_batching_when_record_time_goes_backwards() -> None:
+    game = GameConfig(windows=(WindowKind.ALLTIME,), operator=Operator.INCR, max_score=100)
+    ev = _event("e1", "p", 7, T)
+    recs = [(0, R, ev), (1, R + 2 * HORIZON_MS, ev), (2, R + HORIZON_MS // 2, ev)]
+    together = BoardModel()
+    project([_batch(game, 0, *recs)], BoardPlanner(NS, HORIZON_MS), together)
+    apart = BoardModel()
+    project([_batch(game, 0, rec) for rec in recs], BoardPlanner(NS, HORIZON_MS), apart)
+    # Offset 2 is 500 ms after offset 0's copy: a duplicate however the records were batched.
+    assert apart.stats_total() == {"applied": 2, "duplicate": 1}
+    assert together.state() == apart.state()
+
+
+def test_dedupe_horizon_looks_back_only() -> None:
+    """A copy is a duplicate when an applied copy's record time is within the horizon
+    *before* it; a copy whose record time goes backwards is a new application. The
+    rule is the same whichever bucket the earlier copy landed in."""
+    game = GameConfig(windows=(WindowKind.ALLTIME,), operator=Operator.INCR, max_score=100)
+    ev = _event("e1", "p", 7, T)
+    for first, second, expected in (
+        (R + 1_001, R + 500, {"applied": 2}),  # backwards across a bucket boundary
+        (R + 1_999, R + 1_498, {"applied": 2}),  # backwards inside one bucket
+        (R + 500, R + 1_500, {"applied": 1, "duplicate": 1}),  # exactly one horizon later
+        (R + 500, R + 1_501, {"applied": 2}),  # 1 ms past the horizon
+    ):
+        model = BoardModel()
+        project([_batch(game, 0, (0, first, ev), (1, second, ev))], BoardPlanner(NS, 1_000), model)
+        assert model.stats_total() == expected, (first, second)
