@@ -11,6 +11,8 @@ and its bookkeeping share one cluster slot and can change in one MULTI/EXEC:
 ``<ns>:{<tag>}:meta:seen:<bucket>`` hash eventId -> record timestamp (dedupe)
 ``<ns>:{<tag>}:meta:boards``        set of window ids ever written (for RETRACT)
 ``<ns>:{<tag>}:meta:stats``         hash of exactly-once counters
+``<ns>:{<game>}:friends:<player>``  set of playerIds the player follows
+``<ns>:{<game>}:friendsboard:<p>``  short-lived cache of the friends board
 ==================================  ==========================================
 
 ``<ns>`` is ``lb`` for live boards; ``lb rebuild`` writes a staging namespace
@@ -58,6 +60,13 @@ class GroupKeys:
     @property
     def stats(self) -> str:
         return f"{self.prefix}meta:stats"
+
+    def friends(self, player_id: str) -> str:
+        """A player's friend set (use the game's unsharded keys: one slot per player)."""
+        return f"{self.prefix}friends:{player_id}"
+
+    def friends_board(self, player_id: str) -> str:
+        return f"{self.prefix}friendsboard:{player_id}"
 
 
 def watermark_field(topic: str, partition: int) -> str:

@@ -66,10 +66,9 @@ def friends_key(namespace: str, game_id: str, player_id: str) -> str:
 
     Tagged with the game id, never a shard tag, so one player's friend set and
     friends-board cache share a slot (one MULTI can change both) whatever the
-    game's shard count. Belongs with the rest of the layout in
-    ``domain.keys.GroupKeys`` (as ``friends(player)``).
+    game's shard count.
     """
-    return f"{GroupKeys(namespace, shard_tag(game_id, None)).prefix}friends:{player_id}"
+    return GroupKeys(namespace, shard_tag(game_id, None)).friends(player_id)
 
 
 def friends_cache_key(namespace: str, game_id: str, player_id: str) -> str:
@@ -79,7 +78,7 @@ def friends_cache_key(namespace: str, game_id: str, player_id: str) -> str:
     drops every cached window with one ``DEL``. The hash gets its TTL when it
     is created and keeps it (``PEXPIRE ... NX``), so no entry outlives it.
     """
-    return f"{GroupKeys(namespace, shard_tag(game_id, None)).prefix}friendsboard:{player_id}"
+    return GroupKeys(namespace, shard_tag(game_id, None)).friends_board(player_id)
 
 
 class FriendsBoard(TypedDict):
