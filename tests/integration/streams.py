@@ -264,6 +264,15 @@ def read_boards(client: Any, namespace: str) -> dict[str, dict[str, int]]:
     return out
 
 
+def read_stats(client: Any, namespace: str) -> dict[str, int]:
+    """The job's exactly-once counters summed over every board group of the namespace."""
+    total: dict[str, int] = {}
+    for key in client.scan_iter(match=f"{namespace}:*:meta:stats"):
+        for name, value in client.hgetall(key).items():
+            total[name.decode()] = total.get(name.decode(), 0) + int(value)
+    return total
+
+
 def read_dead_letters(bootstrap: str, topic: str) -> list[Any]:
     """Every record of a dead-letter topic."""
     consumer = Consumer(

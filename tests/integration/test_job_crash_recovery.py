@@ -27,6 +27,7 @@ from tests.integration.streams import (
     produce,
     read_boards,
     read_dead_letters,
+    read_stats,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -43,15 +44,6 @@ def _start_job(env: dict[str, str]) -> subprocess.Popen[bytes]:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-
-
-def _stats(client: Any, namespace: str) -> dict[str, int]:
-    stats: dict[str, int] = {}
-    for key in client.scan_iter(match=f"{namespace}:*:meta:stats"):
-        for name, value in client.hgetall(key).items():
-            stats[name.decode()] = stats.get(name.decode(), 0) + int(value)
-    stats.pop("saturated", None)
-    return stats
 
 
 def test_kill_9_at_random_moments_loses_and_doubles_nothing(
@@ -79,7 +71,9 @@ def test_kill_9_at_random_moments_loses_and_doubles_nothing(
             time.sleep(rng.uniform(2.0, 4.5))
             os.killpg(job.pid, signal.SIGKILL)
             job.wait(timeout=30)
-            progress.append(sum(_stats(redis_client, namespace).values()))
+            progress.append(
+                sum(v for k, v in read_stats(redis_client, namespace).items() if k != "saturated")
+            )
     finally:
         producer.join(timeout=120)
     assert not producer.is_alive()
@@ -105,6 +99,6 @@ def test_kill_9_at_random_moments_loses_and_doubles_nothing(
     bad = {(r.partition, r.offset) for r in stream.records if r.expected not in ("ok", "duplicate")}
     assert set(positions) == bad
 
-    stats = _stats(redis_client, namespace)
+    stats = read_stats(redis_client, namespace)
     assert stats["duplicate"] == counts["duplicate"]
     assert stats["applied"] + stats["noop"] == counts["accepted"]

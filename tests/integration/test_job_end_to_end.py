@@ -17,17 +17,10 @@ from tests.integration.streams import (
     produce,
     read_boards,
     read_dead_letters,
+    read_stats,
 )
 
 pytestmark = pytest.mark.integration
-
-
-def _stats(client: Any, namespace: str) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for key in client.scan_iter(match=f"{namespace}:*:meta:stats"):
-        for name, value in client.hgetall(key).items():
-            total[name.decode()] = total.get(name.decode(), 0) + int(value)
-    return total
 
 
 def test_random_stream_gives_the_oracle_boards_and_every_bad_record_once(
@@ -70,7 +63,7 @@ def test_random_stream_gives_the_oracle_boards_and_every_bad_record_once(
     }
 
     # Conservation: every record is applied, an idempotent no-op, or dead-lettered.
-    stats = _stats(redis_client, namespace)
+    stats = read_stats(redis_client, namespace)
     assert stats["duplicate"] == counts["duplicate"]
     assert stats["applied"] + stats["noop"] == counts["accepted"]
     assert stats["applied"] + stats["noop"] + stats["duplicate"] + len(letters) == len(
@@ -81,7 +74,7 @@ def test_random_stream_gives_the_oracle_boards_and_every_bad_record_once(
     again = lb(["run", "--until-end", "--no-recovery"], env, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert read_boards(redis_client, namespace) == got
-    assert _stats(redis_client, namespace) == stats
+    assert read_stats(redis_client, namespace) == stats
     assert len(read_dead_letters(kafka_bootstrap, f"{topic}.dlq")) == len(letters)
 
 

@@ -21,24 +21,17 @@ from tests.integration.streams import (
     oracle,
     produce,
     read_boards,
+    read_stats,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-def _applied(client: Any, namespace: str) -> int:
-    return sum(
-        int(v)
-        for key in client.scan_iter(match=f"{namespace}:*:meta:stats")
-        for v in client.hgetall(key).values()
-    )
 
 
 def _stop_when_busy(
     proc: subprocess.Popen[bytes], sig: int, client: Any, namespace: str, after: int
 ) -> tuple[int, bytes]:
     deadline = time.monotonic() + 60
-    while _applied(client, namespace) <= after and time.monotonic() < deadline:
+    while sum(read_stats(client, namespace).values()) <= after and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
@@ -60,7 +53,7 @@ def test_sigterm_and_sigint_stop_the_job_cleanly(
     code, err = _stop_when_busy(job, signal.SIGTERM, redis_client, namespace, 0)
     assert code == 0, err.decode()[-3000:]
     assert b"Traceback" not in err and b"panic" not in err
-    first = _applied(redis_client, namespace)
+    first = sum(read_stats(redis_client, namespace).values())
     assert first > 0
 
     produce(kafka_bootstrap, topic, stream.records[6000:])
