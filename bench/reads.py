@@ -100,7 +100,7 @@ def measure(players: int, calls: int, settings: Settings) -> dict[str, Any]:
         return out
     finally:
         for stale in client.scan_iter(match=f"{namespace}:*", count=1000):
-            client.delete(stale)
+            client.unlink(stale)  # a 10M-member set frees in the background
 
 
 def main() -> None:
