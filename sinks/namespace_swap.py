@@ -5,7 +5,8 @@ every hash tag (game or game shard), runs one Lua call that deletes the live
 keys the rebuild did not produce and renames every staged key over its live
 name. Both names carry the same hash tag, so they share a cluster slot and
 the swap of one group is atomic: a reader sees the old boards or the new
-ones, never an empty or half-built board.
+ones, never an empty or half-built board. Only keys the job writes are
+replaced; friend sets, the merged top-K, sketches and archive markers stay.
 """
 
 from __future__ import annotations
@@ -26,6 +27,25 @@ return n
 """
 
 
+#: What the streaming job writes (and a replay therefore rebuilds); friend sets,
+#: the merged top-K, sketches and archive markers are someone else's and survive.
+_PROJECTION_SUFFIXES = (
+    "alltime",
+    "daily:",
+    "weekly:",
+    "meta:wm",
+    "meta:seen:",
+    "meta:boards",
+    "meta:stats",
+)
+
+
+def is_projection_key(key: str) -> bool:
+    """Whether ``key`` is a board or bookkeeping key the streaming job writes."""
+    suffix = key.split("}:", 1)[1] if "}:" in key else ""
+    return suffix.startswith(_PROJECTION_SUFFIXES)
+
+
 def _tag_of(key: str) -> str:
     return key.split("{", 1)[1].split("}", 1)[0]
 
@@ -44,13 +64,16 @@ def swap_namespace(client: Any, staging: str, live: str) -> dict[str, int]:
         staged[_tag_of(key)].append(key)
     script = client.register_script(SWAP_GROUP)
     done: dict[str, int] = {}
-    # A group the replay no longer produces at all is dropped whole.
+    # A group the replay no longer produces at all loses its projection keys too.
     for key in _scan(client, f"{live}:*"):
-        staged.setdefault(_tag_of(key), [])
+        if is_projection_key(key):
+            staged.setdefault(_tag_of(key), [])
     for tag, keys in sorted(staged.items()):
         targets = [live + key[len(staging) :] for key in keys]
         glob_tag = "".join(f"[{c}]" if c in "*?[]\\" else c for c in tag)
-        stale = set(_scan(client, f"{live}:{{{glob_tag}}}:*")) - set(targets)
+        stale = {
+            key for key in _scan(client, f"{live}:{{{glob_tag}}}:*") if is_projection_key(key)
+        } - set(targets)
         try:
             done[tag] = int(script(keys=[*keys, *targets, *sorted(stale)], args=[len(keys)]))
         except redis.RedisError as exc:

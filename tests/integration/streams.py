@@ -254,8 +254,8 @@ def read_boards(client: Any, namespace: str) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for raw in client.scan_iter(match=f"{namespace}:*", count=1000):
         key = raw.decode()
-        if ":meta:" in key:
-            continue
+        if not key.split("}:", 1)[1].startswith(("alltime", "daily:", "weekly:")):
+            continue  # bookkeeping, friend sets, caches
         game = key.split("{", 1)[1].split("}", 1)[0]
         window = key.split("}:", 1)[1]
         members = client.zrange(key, 0, -1, withscores=True)

@@ -48,6 +48,8 @@ def test_rebuild_swaps_in_identical_boards_and_readers_never_see_a_gap(
     redis_client.delete(f"{namespace}:{{gincr}}:alltime")
     redis_client.zadd(board, {"intruder": 1.0})
     redis_client.zadd(f"{namespace}:{{gbest}}:daily:1999-01-01", {"ghost": 1.0})
+    friends = f"{namespace}:{{gbest}}:friends:p0001"
+    redis_client.sadd(friends, "p0002", "p0003")  # not the job's: must survive
     damaged_size = redis_client.zcard(board)
 
     sizes: list[int] = []
@@ -68,6 +70,8 @@ def test_rebuild_swaps_in_identical_boards_and_readers_never_see_a_gap(
     assert read_boards(redis_client, namespace) == expected
     assert _meta(redis_client, namespace, "stats") == stats
     assert not list(redis_client.scan_iter(match=f"{namespace}~rebuild:*"))
+    assert redis_client.smembers(friends) == {b"p0002", b"p0003"}
+    redis_client.delete(friends)
     # Readers saw the damaged board, then the rebuilt one: never empty, never partial.
     assert sizes and set(sizes) <= {damaged_size, len(expected["gbest:alltime"])}
     assert 0 not in sizes
