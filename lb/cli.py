@@ -23,7 +23,10 @@ COMMANDS: tuple[str, ...] = (
     "read",
     "friends",
     "serve",
+    "sketches",
     "demo",
+    "topk",
+    "archive",
 )
 
 

@@ -12,7 +12,9 @@ Round trips per call (every command of a trip goes in one pipeline):
 =================  ==========================  ==================================
 call               unsharded board             sharded board (S keys)
 =================  ==========================  ==================================
-top, by offset     1 (ZREVRANGE)               1 (ZREVRANGE 0..offset+limit per key)
+top, by offset     1 (ZREVRANGE)               1 (ZREVRANGE of the global top-K),
+                                               else 2 (+ ZREVRANGE 0..offset+limit
+                                               per key)
 top, by cursor     1 (ZCOUNT + ties + range)   1 (the same per key)
 rank               1 (Lua script, reads only)  2 (ZSCORE; then counts per key)
 around             1 (Lua script, reads only)  2 (ZSCORE; then ranges per key)
@@ -28,6 +30,17 @@ re-reads the player's value and retries if it moved in between. The scripts
 only read; they go out as ``EVAL`` rather than ``EVAL_RO`` because redis-py's
 cluster client routes ``EVAL`` by its key locally but asks the server
 (``COMMAND GETKEYS``, one more round trip) where ``EVAL_RO`` goes.
+
+**Global top-K.** An offset page of a sharded board is served from the key
+``<ns>:{<game>}:top:<window id>`` (:mod:`domain.topk`) that ``lb topk run``
+(:mod:`jobs.topk_merger`) rebuilds every second from the shards' tops: one
+command on one node instead of a merge of S listings. It is used only when it
+holds the whole page plus the one member after it (so ``nextCursor`` is
+exact), which is every page with ``offset + limit <= K`` once the board has
+more than K members; otherwise (no merger running, a short board's last page)
+the shards are merged live as before. The key is up to one merge period
+behind the shards; cursor pages, ``rank`` and ``around`` always read the
+shards.
 """
 
 from __future__ import annotations
@@ -61,6 +74,7 @@ from domain.ranking import (
     visible_rank,
 )
 from domain.scoring import TieCodec
+from domain.topk import global_top_key
 from domain.validation import MAX_ID_LENGTH
 from domain.windows import Window, WindowKind, parse_window, window_from_id
 from readers import RedisClient
@@ -151,6 +165,8 @@ class Board:
     window: Window
     codec: TieCodec
     keys: tuple[str, ...]
+    #: The global top-K key of a sharded board (``None`` when unsharded).
+    top_key: str | None = None
 
     @property
     def sharded(self) -> bool:
@@ -257,7 +273,8 @@ class BoardReader:
             else [shard_tag(game_id, i) for i in range(shards)]
         )
         keys = tuple(GroupKeys(self.namespace, tag).board(window.id) for tag in tags)
-        return Board(game_id, config, window, config.codec(window), keys)
+        top_key = global_top_key(self.namespace, game_id, window.id) if shards > 1 else None
+        return Board(game_id, config, window, config.codec(window), keys, top_key)
 
     def _cursor_board(self, game_id: str, window_spec: str, cursor: Cursor, now_ms: int) -> Board:
         """The board a cursor was issued for, checked against the request.
@@ -334,6 +351,13 @@ class BoardReader:
                 f"offset + limit beyond {MAX_SHARDED_DEPTH} on a sharded board: "
                 f"page with the cursor (nextCursor) instead"
             )
+        if board.top_key is not None:
+            # The merged top-K, when it holds the whole page (and the member after it).
+            pairs = call(
+                self._client.zrevrange, board.top_key, offset, offset + count - 1, withscores=True
+            )
+            if len(pairs) == count:
+                return members_with_scores(pairs), offset + 1
         pipe = self._client.pipeline(transaction=False)
         for key in board.keys:
             pipe.zrevrange(key, 0, offset + count - 1, withscores=True)
