@@ -78,6 +78,10 @@ from domain.topk import global_top_key
 from domain.validation import MAX_ID_LENGTH
 from domain.windows import Window, WindowKind, parse_window, window_from_id
 from readers import RedisClient
+from readers.sketches import SketchCache, approximate_percentile
+
+#: A published sketch older than this is not used (the exact count is).
+SKETCH_MAX_AGE_MS = 10 * 60_000
 
 __all__ = [
     "MAX_SHARDED_DEPTH",
@@ -243,6 +247,7 @@ class BoardReader:
         self._client: Any = client
         self._catalog = catalog
         self.namespace = namespace
+        self._sketches = SketchCache()
 
     # -- resolution -------------------------------------------------------------------
 
@@ -416,9 +421,31 @@ class BoardReader:
         found = (self._rank_sharded if board.sharded else self._rank_single)(board, player_id)
         if found is not None:
             rank, composite, lower, total = found
+            score = board.codec.split(composite)[0]
             answer["rank"] = visible_rank(rank, board.config.exact_tier)
-            answer["score"] = board.codec.split(composite)[0]
-            answer["percentile"] = percentile(lower, total)
+            answer["score"] = score
+            approximate = None
+            if answer["rank"] is None:
+                # Beyond the exact tier the percentile comes from the published
+                # sketch (docs/PERCENTILES.md); the exact count is the fallback.
+                approximate = approximate_percentile(
+                    self._client,
+                    self.namespace,
+                    board.game_id,
+                    board.config,
+                    board.window,
+                    score,
+                    now_ms=now_ms,
+                    max_age_ms=SKETCH_MAX_AGE_MS,
+                    cache=self._sketches,
+                )
+                if approximate is not None:
+                    # A player past the tier has at least exact_tier players above.
+                    ceiling = percentile(max(0, total - board.config.exact_tier - 1), total)
+                    approximate = min(approximate, ceiling)
+            answer["percentile"] = (
+                approximate if approximate is not None else percentile(lower, total)
+            )
         return answer
 
     def _rank_single(self, board: Board, player_id: str) -> tuple[int, int, int, int] | None:

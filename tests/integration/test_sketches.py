@@ -287,3 +287,27 @@ def test_cli_publishes_and_shows(
     expected = exact_percentile(int((scores < 5000).sum()), 20_000)
     assert abs(json.loads(out)["percentile"] - expected) < 0.5
     assert cli.main(["sketches", "show", "g", "--window", "daily:2026-05-06"]) == 1
+
+
+def test_rank_beyond_the_exact_tier_takes_the_published_sketch(
+    redis_client: Any, namespace: str
+) -> None:
+    from readers.boards import BoardReader
+
+    games = {"g": GameConfig(exact_tier=100)}
+    current = improving_board(redis_client, namespace, "g", 5_000, 2, seed=3)
+    reader = BoardReader(redis_client, GameCatalog(games, None), namespace)
+    deep = "p4321"
+    before = reader.rank("g", deep, "alltime", now_ms=NOW_MS)
+    assert before["rank"] is None  # 5,000 players, tier 100: almost surely beyond it
+    exact = before["percentile"]  # no sketch yet: the exact count
+    lower = int((current < current[4321]).sum())
+    assert exact == exact_percentile(lower, current.size)
+
+    SketchPublisher(redis_client, GameCatalog(games, None), namespace).publish(["g"], NOW_MS)
+    after = reader.rank("g", deep, "alltime", now_ms=NOW_MS)
+    assert after["rank"] is None and after["score"] == before["score"]
+    assert after["percentile"] is not None and exact is not None
+    assert abs(after["percentile"] - exact) <= 0.5
+    top = reader.rank("g", f"p{int(current.argmax())}", "alltime", now_ms=NOW_MS)
+    assert top["rank"] == 1  # inside the tier ranks stay exact
