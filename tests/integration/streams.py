@@ -316,6 +316,24 @@ def job_env(topic: str, namespace: str, state_dir: Path, games_file: Path) -> di
     return env
 
 
+def stream_and_env(
+    kafka_bootstrap: str,
+    topic: str,
+    namespace: str,
+    tmp_path: Path,
+    *,
+    seed: int,
+    count: int,
+    state: str = "state",
+) -> tuple[Stream, dict[str, str]]:
+    """Produce a generated stream into ``topic``; the job environment that reads it."""
+    games = tmp_path / "games.toml"
+    games.write_text(GAMES_TOML)
+    stream = generate(seed=seed, count=count)
+    produce(kafka_bootstrap, topic, stream.records)
+    return stream, job_env(topic, namespace, tmp_path / state, games)
+
+
 def lb(args: list[str], env: dict[str, str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
     """Run the ``lb`` CLI of this checkout."""
     return subprocess.run(

@@ -9,15 +9,12 @@ import pytest
 
 from sinks.dead_letters import header_map
 from tests.integration.streams import (
-    GAMES_TOML,
-    generate,
-    job_env,
     lb,
     oracle,
-    produce,
     read_boards,
     read_dead_letters,
     read_stats,
+    stream_and_env,
 )
 
 pytestmark = pytest.mark.integration
@@ -26,11 +23,7 @@ pytestmark = pytest.mark.integration
 def test_random_stream_gives_the_oracle_boards_and_every_bad_record_once(
     kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
 ) -> None:
-    games = tmp_path / "games.toml"
-    games.write_text(GAMES_TOML)
-    stream = generate(seed=7, count=6000)
-    produce(kafka_bootstrap, topic, stream.records)
-    env = job_env(topic, namespace, tmp_path / "state", games)
+    stream, env = stream_and_env(kafka_bootstrap, topic, namespace, tmp_path, seed=7, count=6000)
 
     done = lb(["run", "--until-end"], env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -87,11 +80,7 @@ def test_the_job_writes_the_same_boards_to_a_redis_cluster(
     cluster_services: list[str],
     tmp_path: Path,
 ) -> None:
-    games = tmp_path / "games.toml"
-    games.write_text(GAMES_TOML)
-    stream = generate(seed=8, count=4000)
-    produce(kafka_bootstrap, topic, stream.records)
-    env = job_env(topic, namespace, tmp_path / "state", games)
+    stream, env = stream_and_env(kafka_bootstrap, topic, namespace, tmp_path, seed=8, count=4000)
     env.update(LB_REDIS_URL=cluster_services[0], LB_REDIS_CLUSTER="1")
 
     done = lb(["run", "--until-end"], env, timeout=300)

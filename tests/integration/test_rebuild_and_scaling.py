@@ -17,6 +17,7 @@ from tests.integration.streams import (
     oracle,
     produce,
     read_boards,
+    stream_and_env,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -32,11 +33,7 @@ def _meta(client: Any, namespace: str, suffix: str) -> dict[str, dict[bytes, byt
 def test_rebuild_swaps_in_identical_boards_and_readers_never_see_a_gap(
     kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
 ) -> None:
-    games = tmp_path / "games.toml"
-    games.write_text(GAMES_TOML)
-    stream = generate(seed=11, count=8000)
-    produce(kafka_bootstrap, topic, stream.records)
-    env = job_env(topic, namespace, tmp_path / "state", games)
+    stream, env = stream_and_env(kafka_bootstrap, topic, namespace, tmp_path, seed=11, count=8000)
     assert lb(["run", "--until-end"], env, timeout=300).returncode == 0
     live = read_boards(redis_client, namespace)
     expected, _ = oracle(stream.records)
