@@ -32,7 +32,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from flows.scoreboard import redis_factory
-from lb.settings import Settings
+from lb.settings import Settings, child_environment
 from sources.producer import ensure_topic
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +50,7 @@ def log(message: str) -> None:
 
 def base_settings() -> Settings:
     """Settings of the running services (``lb up``'s ports), whatever the cwd."""
-    env = dict(os.environ)
+    env = child_environment({})
     env.setdefault("LB_STATE_DIR", str(ROOT / ".lb"))
     return Settings.from_env(env)
 
@@ -157,8 +157,7 @@ def job_env(
     settings: Settings, topic: str, dlq: str, namespace: str, state_dir: Path
 ) -> dict[str, str]:
     """The environment of one ``lb run``: our services, our topic, our namespace."""
-    env = dict(os.environ)
-    env.update(
+    return child_environment(
         {
             "LB_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
             "LB_REDIS_URL": settings.redis_url.reveal(),
@@ -168,7 +167,6 @@ def job_env(
             "LB_STATE_DIR": str(state_dir),
         }
     )
-    return env
 
 
 class Job:

@@ -181,3 +181,12 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         return int(raw)
     except ValueError as exc:
         raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
+
+
+def child_environment(overrides: Mapping[str, str]) -> dict[str, str]:
+    """The current environment plus ``overrides``, for starting ``lb``/Bytewax children.
+
+    Lives here so that the settings module stays the one place that reads
+    ``os.environ``.
+    """
+    return {**os.environ, **overrides}
