@@ -31,7 +31,7 @@ from typing import Any, TextIO
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from flows.scoreboard import redis_factory
+from lb.clients import redis_client
 from lb.settings import Settings, child_environment
 from sources.producer import ensure_topic
 
@@ -76,7 +76,7 @@ class Scratch:
 
     def __post_init__(self) -> None:
         self.state_dir = Path(tempfile.mkdtemp(prefix=f"{self.prefix}-"))
-        self.redis = redis_factory(self.settings)
+        self.redis = redis_client(self.settings)
 
     def topic(self, name: str, partitions: int) -> str:
         """Create ``name`` (records kept forever, like ``lb produce``) and own it."""

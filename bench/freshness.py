@@ -65,7 +65,7 @@ from bench.common import (
 from domain.games import GameConfig
 from domain.signing import parse_keyring, signed_event
 from domain.windows import WindowKind, window_for
-from flows.scoreboard import redis_factory
+from lb.clients import redis_client
 from lb.settings import Settings
 from schemas.codec import ScoreEventCodec
 from sources.loadgen import LoadConfig, LoadGenerator
@@ -99,7 +99,7 @@ class _AckTrackingProducer(ScoreProducer):
 
 def _poller(settings: Settings, board: str, slots: int, conn: Connection, poll_s: float) -> None:
     """Child process: note when each in-flight probe becomes visible on ``board``."""
-    client = redis_factory(settings)
+    client = redis_client(settings)
     pending: dict[str, list[tuple[int, int]]] = {}  # player -> [(score, seq)]
     visible: dict[int, float] = {}
     polls = 0

@@ -81,7 +81,8 @@ from domain.scoring import TieCodec
 from domain.signing import Keyring, Verdict, parse_keyring, verify
 from domain.validation import Validator
 from domain.windows import WindowKind, window_for
-from flows.scoreboard import CACHE_CAPACITY, redis_factory
+from flows.scoreboard import CACHE_CAPACITY
+from lb.clients import redis_client
 from lb.settings import Settings
 from schemas.codec import ScoreEventCodec
 from sinks.redis_boards import RedisBoardStore
@@ -214,7 +215,7 @@ def _ceiling(settings: Settings, topic: str, args: argparse.Namespace) -> dict[s
 
     out = _consume(
         settings,
-        redis_factory(settings),
+        redis_client(settings),
         topic,
         args.events,
         args.ceiling_seconds,
@@ -291,7 +292,7 @@ def _stages(
     namespace = scratch.namespace(f"{scratch.prefix}-stages")
     keyring = parse_keyring(settings.hmac_keys.reveal())
     validator = Validator(GameCatalog.builtin(), keyring, ScoreEventCodec.from_registry().decode)
-    store = RedisBoardStore(redis_factory(settings))
+    store = RedisBoardStore(redis_client(settings))
     planner = BoardPlanner(namespace, settings.dedupe_horizon_s * 1000, CACHE_CAPACITY)
     limit = min(args.events, args.stage_events)
     batch_max = settings.batch_max

@@ -31,7 +31,7 @@ from bench.common import (
 )
 from domain.games import GameCatalog, GameConfig
 from domain.windows import WindowKind, window_for
-from flows.scoreboard import redis_factory
+from lb.clients import redis_client
 from lb.settings import Settings
 from readers.boards import BoardReader
 from readers.friends import FriendsReader
@@ -65,7 +65,7 @@ def _time(calls: int, fn: Any) -> dict[str, float | None]:
 def measure(players: int, calls: int, settings: Settings) -> dict[str, Any]:
     """Latencies of every read on a board of ``players``."""
     namespace = f"bench-reads-{run_id()}"
-    client = redis_factory(settings)
+    client = redis_client(settings)
     now_ms = int(datetime.now(UTC).timestamp() * 1000)
     window = window_for(WindowKind.ALLTIME, now_ms)
     game = GameConfig()

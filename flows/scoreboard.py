@@ -15,17 +15,14 @@ from __future__ import annotations
 import logging
 import signal
 from types import FrameType
-from typing import Any
 
 import bytewax.operators as op
-import redis
 from bytewax.dataflow import Dataflow
-from redis.cluster import RedisCluster
 
-from domain.games import GameCatalog
 from domain.records import CheckedBatch, RecordBatch
 from domain.signing import parse_keyring
 from domain.validation import Validator
+from lb.clients import game_catalog, redis_client
 from lb.settings import Settings
 from schemas.codec import ScoreEventCodec
 from sinks.dead_letters import DeadLetterSink
@@ -36,20 +33,6 @@ log = logging.getLogger(__name__)
 
 FLOW_ID = "scoreboard"
 CACHE_CAPACITY = 2_000_000
-
-
-def redis_factory(settings: Settings) -> Any:
-    """A Redis client from the settings (URL, ACL user/password, TLS CA, cluster)."""
-    kwargs: dict[str, object] = {}
-    if settings.redis_username:
-        kwargs["username"] = settings.redis_username
-    if settings.redis_password is not None:
-        kwargs["password"] = settings.redis_password.reveal()
-    if settings.redis_tls_ca is not None:
-        kwargs["ssl_ca_certs"] = str(settings.redis_tls_ca)
-    if settings.redis_cluster:
-        return RedisCluster.from_url(settings.redis_url.reveal(), **kwargs)
-    return redis.Redis.from_url(settings.redis_url.reveal(), **kwargs)
 
 
 def _install_stop_handlers(stop: StopSignal) -> None:
@@ -83,9 +66,7 @@ def build(
     settings = Settings.from_env()
     if settings.uses_dev_keys:
         log.warning("LB_HMAC_KEYS is unset: using the insecure built-in development key")
-    catalog = (
-        GameCatalog.load(settings.games_file) if settings.games_file else GameCatalog.builtin()
-    )
+    catalog = game_catalog(settings)
     stop = StopSignal()
     _install_stop_handlers(stop)
     validator = Validator(
@@ -118,7 +99,7 @@ def build(
         "boards",
         checked,
         RedisBoardSink(
-            lambda: redis_factory(settings),
+            lambda: redis_client(settings),
             namespace or settings.namespace,
             settings.dedupe_horizon_s * 1000,
             CACHE_CAPACITY,

@@ -14,7 +14,8 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from domain.games import GameCatalog
+from lb import clients
+from lb.clients import game_catalog
 from lb.settings import Settings
 
 #: A standalone or cluster-aware client; every reader accepts either.
@@ -30,22 +31,8 @@ def redis_client(settings: Settings, **options: Any) -> RedisClient:
     ``from_url`` (e.g. ``socket_timeout``).
     """
     kwargs: dict[str, Any] = {"socket_timeout": 5.0, "socket_connect_timeout": 5.0, **options}
-    if settings.redis_username:
-        kwargs["username"] = settings.redis_username
-    if settings.redis_password is not None:
-        kwargs["password"] = settings.redis_password.reveal()
-    if settings.redis_tls_ca is not None:
-        kwargs["ssl_ca_certs"] = str(settings.redis_tls_ca)
-    if getattr(settings, "redis_cluster", False):
-        return RedisCluster.from_url(settings.redis_url.reveal(), **kwargs)
-    return redis.Redis.from_url(settings.redis_url.reveal(), **kwargs)
-
-
-def game_catalog(settings: Settings) -> GameCatalog:
-    """The catalog the job uses: ``LB_GAMES`` when set, else the built-in defaults."""
-    if settings.games_file is not None:
-        return GameCatalog.load(settings.games_file)
-    return GameCatalog.builtin()
+    client: RedisClient = clients.redis_client(settings, **kwargs)
+    return client
 
 
 __all__ = ["RedisClient", "game_catalog", "redis_client"]

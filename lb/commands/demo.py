@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from domain.games import GameCatalog
 from domain.signing import parse_keyring
 from domain.windows import WindowKind, window_for
-from flows.scoreboard import redis_factory
 from infra import services
+from lb.clients import game_catalog, redis_client
 from lb.settings import Settings
 from schemas.codec import ScoreEventCodec
 from sources.loadgen import LoadConfig, LoadGenerator
@@ -50,14 +50,12 @@ def _demo(args: argparse.Namespace) -> int:
     print("starting Kafka and Redis ...", flush=True)
     services.up(dirs)
     settings = Settings.from_env()  # ports are now recorded
-    catalog = (
-        GameCatalog.load(settings.games_file) if settings.games_file else GameCatalog.builtin()
-    )
+    catalog = game_catalog(settings)
     ensure_topic(
         settings.kafka_bootstrap, settings.topic, 8, settings.kafka_extra, {"retention.ms": "-1"}
     )
     job = subprocess.Popen([sys.executable, "-m", "lb.cli", "run"])
-    client = redis_factory(settings)
+    client = redis_client(settings)
     now_ms = int(datetime.now(UTC).timestamp() * 1000)
     generator = LoadGenerator(
         LoadConfig(

@@ -16,7 +16,7 @@ import argparse
 import json
 import time
 
-from flows.scoreboard import redis_factory
+from lb.clients import redis_client
 from lb.commands.run import add_scaling_flags, launch
 from lb.settings import Settings
 from sinks.namespace_swap import drop_namespace, swap_namespace
@@ -32,7 +32,7 @@ def staging_namespace(live: str) -> str:
 def _rebuild(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     staging = staging_namespace(settings.namespace)
-    client = redis_factory(settings)
+    client = redis_client(settings)
     started = time.monotonic()
     dropped = drop_namespace(client, staging)
     args.no_recovery = True

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.scoreboard import redis_factory
+from lb.clients import redis_client
 from lb.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -58,7 +58,7 @@ def test_redis_client_uses_tls_with_the_configured_ca(tmp_path: Path) -> None:
                 "LB_STATE_DIR": str(tmp_path / "state"),
             }
         )
-        client = redis_factory(settings)
+        client = redis_client(settings)
         deadline = time.monotonic() + 20
         while True:
             try:
@@ -75,7 +75,7 @@ def test_redis_client_uses_tls_with_the_configured_ca(tmp_path: Path) -> None:
             {"LB_REDIS_URL": f"rediss://127.0.0.1:{port}/0", "LB_STATE_DIR": str(tmp_path / "s2")}
         )
         with pytest.raises(Exception, match=r"(?i)certificate|ssl"):
-            redis_factory(plain).ping()
+            redis_client(plain).ping()
     finally:
         server.terminate()
         server.wait(timeout=30)
