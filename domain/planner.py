@@ -31,7 +31,7 @@ from domain.games import Operator
 from domain.keys import GroupKeys, shard_tag, watermark_field
 from domain.operators import apply_composite
 from domain.records import Accepted, CheckedBatch
-from domain.windows import Window, window_from_id
+from domain.windows import Window
 
 #: Counter names kept in ``meta:stats`` (written in the same transaction as the boards).
 APPLIED = "applied"
@@ -480,8 +480,3 @@ def _seen_within(
         if stored is not None and 0 <= record_ts - stored <= horizon_ms:
             return True
     return False
-
-
-def window_of_board(window_id: str) -> Window:
-    """The window a registry entry names (for readers and the rebuild swap)."""
-    return window_from_id(window_id)
