@@ -19,7 +19,8 @@ from infra import redis as redis_infra
 from infra.process import pid_alive, port_open, stop_pid, wait_until
 from lb.settings import DEFAULT_KAFKA_PORT, DEFAULT_REDIS_PORT
 
-DEFAULT_CLUSTER_BASE_PORT = 37001
+#: Cluster bus ports are these + 10000: still below the ephemeral range.
+DEFAULT_CLUSTER_BASE_PORT = 17101
 
 
 @dataclass(frozen=True)

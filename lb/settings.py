@@ -21,8 +21,10 @@ from domain.errors import ConfigError
 #: demo works out of the box. ``lb run`` warns whenever it is in use.
 DEV_KEYRING = "dev1:6c622d6465762d6b65792d646f2d6e6f742d7573652d696e2d70726f64756374"
 
-DEFAULT_KAFKA_PORT = 39092
-DEFAULT_REDIS_PORT = 36379
+# Below Linux's ephemeral range (32768-60999), so an outgoing connection can
+# never hold one of our listening ports when a server (re)starts.
+DEFAULT_KAFKA_PORT = 29092
+DEFAULT_REDIS_PORT = 26379
 
 
 class Secret(str):

@@ -110,7 +110,7 @@ def test_service_lifecycle_in_a_private_state_dir(tmp_path: Path, services: dict
 
     cache = Settings.from_env().cache_dir
     dirs = svc.ServiceDirs(state_dir=tmp_path / "state", cache_dir=cache)
-    ports = {"kafka_port": 39592, "redis_port": 36979}
+    ports = {"kafka_port": 29592, "redis_port": 26979}
     try:
         first = svc.up(dirs, **ports)
         record = svc.read_record(dirs)
