@@ -27,6 +27,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 if [ ! -f .venv/.installed ] || [ pyproject.toml -nt .venv/.installed ]; then
   .venv/bin/pip install -q --upgrade pip==26.3
-  .venv/bin/pip install -q -e '.[dev]'
+  .venv/bin/pip install -q -e '.[dev,bench]'
   touch .venv/.installed
 fi
