@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -170,10 +170,12 @@ def job_env(
 
 
 class Job:
-    """``python -m lb.cli run ...`` in its own process group, output to a log file."""
+    """``python -m lb.cli run ...`` (or another command) in its own process group, logged."""
 
-    def __init__(self, args: Sequence[str], env: Mapping[str, str], log_path: Path) -> None:
-        self.argv = [sys.executable, "-m", "lb.cli", "run", *args]
+    def __init__(
+        self, args: Sequence[str], env: Mapping[str, str], log_path: Path, command: str = "run"
+    ) -> None:
+        self.argv = [sys.executable, "-m", "lb.cli", command, *args]
         self.log_path = log_path
         self._log = log_path.open("wb")
         self.started = time.monotonic()
@@ -257,6 +259,7 @@ def topic_records(settings: Settings, topic: str) -> int:
 
 # -- CPU accounting -----------------------------------------------------------------------
 
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -280,16 +283,24 @@ def _stat_fields(pid: str) -> list[str] | None:
     return raw[raw.rfind(")") + 2 :].split()
 
 
-def session_cpu_s(session: int) -> float:
-    """CPU seconds of the live processes of one session (a job's process group)."""
-    total = 0
+def _session_stats(session: int) -> Iterator[list[str]]:
+    """``/proc/<pid>/stat`` fields (after the name) of each live process of ``session``."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         fields = _stat_fields(entry.name)
         if fields is not None and int(fields[3]) == session:
-            total += int(fields[11]) + int(fields[12])
-    return total / _TICK
+            yield fields
+
+
+def session_cpu_s(session: int) -> float:
+    """CPU seconds of the live processes of one session (a job's process group)."""
+    return sum(int(f[11]) + int(f[12]) for f in _session_stats(session)) / _TICK
+
+
+def session_rss_bytes(session: int) -> int:
+    """Resident memory of the live processes of one session (a job's process group)."""
+    return sum(int(f[21]) for f in _session_stats(session)) * _PAGE
 
 
 def system_cpu_s() -> dict[str, float | None]:
@@ -461,3 +472,19 @@ def emit(summary: Mapping[str, Any], stream: TextIO = sys.stdout) -> None:
     """The final JSON on stdout."""
     stream.write(json.dumps(summary, indent=2) + "\n")
     stream.flush()
+
+
+def publish(
+    section: str,
+    summary: dict[str, Any],
+    markdown: Callable[[dict[str, Any]], str],
+    verified: bool,
+    write_doc: bool,
+) -> int:
+    """Write the doc section (verified runs only) and the JSON; the exit code."""
+    summary["verified"] = verified
+    if verified and write_doc:
+        write_section(section, markdown(summary))
+        log("wrote docs/BENCHMARKS.md")
+    emit(summary)
+    return 0 if verified else 1

@@ -1,8 +1,9 @@
-"""Freshness: produce-to-visible latency of the tailing job at a steady rate.
+"""Freshness: produce-to-visible latency of the tailing job, steady or through a spike.
 
 Usage (from the repository root)::
 
     .venv/bin/python -m bench.freshness [--rate 20000] [--seconds 30] [--probe-rate 50]
+    .venv/bin/python -m bench.freshness --rate 10000 --seconds 40 --spike-factor 3
 
 Starts ``python -m lb.cli run`` (tailing, with its recovery store, in a fresh
 topic / namespace / state directory), waits until it applies a first event,
@@ -25,9 +26,13 @@ At the end the producer is flushed, the job gets up to ``--drain-seconds`` to
 count every valid and duplicate record (its lag must reach 0), and is stopped
 with SIGTERM. The job *kept up* when its lag (sampled every second and at the
 end of producing) never reached one second of input and the final lag is 0.
-Every topic, key and directory is deleted afterwards. Progress on stderr, JSON
-on stdout; the results replace the ``bench.freshness.<rate>[.p<processes>]``
-section of ``docs/BENCHMARKS.md``.
+With ``--spike-factor`` the rate is multiplied for ``--spike-seconds`` from
+``--spike-at`` (see :mod:`bench.schedule`); the report adds latency per phase,
+the peak lag and the time from the spike's end until the lag is back to its
+pre-spike level (the second command: 3x for 10 s from 10 s in). Every topic,
+key and directory is deleted afterwards. Progress on stderr, JSON on stdout;
+the results replace the ``bench.freshness.<rate>[.p<processes>]`` (or
+``bench.freshness.spike.<rate>x<factor>``) section of ``docs/BENCHMARKS.md``.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ from bench.common import (
     topic_records,
     write_section,
 )
+from bench.schedule import RateSchedule, drain_seconds
 from domain.games import GameConfig
 from domain.signing import parse_keyring, signed_event
 from domain.windows import WindowKind, window_for
@@ -252,7 +258,8 @@ def _run(args: argparse.Namespace, scratch: Scratch, settings: Settings) -> dict
         }
         log(f"idle for {idle_s:.1f} s: cores {idle}")
 
-    total = int(args.rate * args.seconds)
+    schedule = _schedule(args)
+    total = schedule.total
     start_ms = int(time.time() * 1000)
     generator = LoadGenerator(
         LoadConfig(
@@ -277,7 +284,7 @@ def _run(args: argparse.Namespace, scratch: Scratch, settings: Settings) -> dict
     started = time.monotonic()
     next_probe = started
     deadline = started + args.seconds
-    next_sample = started + 1.0
+    next_sample = started + args.sample_s
     probes = 0
     last_done = 0
     for index, record in enumerate(generator.records(total)):
@@ -291,7 +298,7 @@ def _run(args: argparse.Namespace, scratch: Scratch, settings: Settings) -> dict
             probes += 1
             next_probe += probe_period
         if now >= next_sample:
-            next_sample += 1.0
+            next_sample += args.sample_s
             done, _ = counted(client, namespace)
             if done < last_done:
                 raise SystemExit(
@@ -301,7 +308,7 @@ def _run(args: argparse.Namespace, scratch: Scratch, settings: Settings) -> dict
             last_done = done
             lag = expected["ok"] + expected["duplicate"] - done
             lag_samples.append((round(now - started, 1), lag))
-            if len(lag_samples) % 5 == 0:
+            if len(lag_samples) % round(5 / args.sample_s) == 0:
                 log(
                     f"{index + 1:,} produced ({(index + 1) / (now - started):,.0f}/s), "
                     f"{probes} probes, job lag {lag:,} events"
@@ -309,7 +316,7 @@ def _run(args: argparse.Namespace, scratch: Scratch, settings: Settings) -> dict
             if job.poll() is not None:
                 raise SystemExit(f"the job exited (code {job.poll()}):\n{job.tail()}")
         producer.poll(0)  # serve delivery reports now: probes' ack times stay sharp
-        due = started + (index + 1) / args.rate
+        due = started + schedule.due(index)
         while (ahead := due - time.monotonic()) > 0:
             # librdkafka's poll() takes whole ms: below 1 ms it would spin.
             if ahead >= 0.001:
@@ -347,6 +354,7 @@ def _run(args: argparse.Namespace, scratch: Scratch, settings: Settings) -> dict
     acks: list[float] = []
     after_ack: list[float] = []
     slices: dict[int, list[float]] = {}
+    phases: dict[str, list[float]] = {phase.name: [] for phase in schedule.phases}
     for number, at in produced_at.items():
         shown = visible.get(number)
         if shown is None:
@@ -354,6 +362,7 @@ def _run(args: argparse.Namespace, scratch: Scratch, settings: Settings) -> dict
         latency = shown - at
         latencies.append(latency)
         slices.setdefault(int((at - started) // SLICE_S), []).append(latency)
+        phases[schedule.phase_at(at - started).name].append(latency)
         ack = producer.ack_latency.get(number)
         if ack is not None:
             acks.append(ack)
@@ -361,6 +370,9 @@ def _run(args: argparse.Namespace, scratch: Scratch, settings: Settings) -> dict
     # Kept up: the lag never reached one second of input and was 0 at the end.
     max_lag = max([lag_end, *(lag for _, lag in lag_samples)])
     kept_up = final_lag == 0 and max_lag < args.rate
+    spike: dict[str, Any] | None = None
+    if len(schedule.phases) > 1:
+        spike = _spike_report(schedule, lag_samples, lag_end, produce_s, drain_s, final_lag)
     verified = code == 0 and stats_total == counted_target and dead == expected_dead
     cores: dict[str, float | None] = {
         "job": round(job_cpu / produce_s, 2),
@@ -384,6 +396,12 @@ def _run(args: argparse.Namespace, scratch: Scratch, settings: Settings) -> dict
         "latency_ms": _ms(latencies),
         "ack_ms": _ms(acks),
         "visible_after_ack_ms": _ms(after_ack),
+        "schedule": [
+            {"phase": p.name, "seconds": p.seconds, "rate": p.rate, "events": p.events}
+            for p in schedule.phases
+        ],
+        "latency_ms_by_phase": {name: _ms(v) for name, v in phases.items()},
+        "spike": spike,
         "latency_ms_by_slice": {
             f"{int(k * SLICE_S)}-{int((k + 1) * SLICE_S)}s": _ms(v)
             for k, v in sorted(slices.items())
@@ -401,6 +419,49 @@ def _run(args: argparse.Namespace, scratch: Scratch, settings: Settings) -> dict
         "verified": verified,
         "cpu_cores_while_producing": cores,
         "cpu_cores_idle": idle,
+    }
+
+
+def _schedule(args: argparse.Namespace) -> RateSchedule:
+    if args.spike_factor <= 1:
+        return RateSchedule.steady(args.rate, args.seconds)
+    return RateSchedule.spike(
+        args.rate, args.seconds, args.spike_factor, args.spike_at, args.spike_seconds
+    )
+
+
+def _spike_report(
+    schedule: RateSchedule,
+    lag_samples: list[tuple[float, int]],
+    lag_end: int,
+    produce_s: float,
+    drain_s: float,
+    final_lag: int,
+) -> dict[str, Any]:
+    """Peak lag of the spike and how long it took to drain back to normal.
+
+    *Normal* is the highest lag sampled before the spike: the steady state's own
+    jitter (records in the producer, the broker and the 50 ms micro-batch).
+    """
+    start, end = schedule.window("spike")
+    samples = [*lag_samples, (round(produce_s, 1), lag_end)]
+    before = [lag for at, lag in samples if at < start]
+    normal = max(before, default=0)
+    peak_at, peak = max(
+        ((at, lag) for at, lag in samples if at >= start), key=lambda s: s[1], default=(end, 0)
+    )
+    drained = drain_seconds(samples, end, normal)
+    if drained is None and final_lag == 0:
+        # Still behind when producing stopped: it drained during the final wait.
+        drained = round(produce_s + drain_s - end, 2)
+    return {
+        "window_s": [start, end],
+        "spike_rate": schedule.phases[1].rate,
+        "normal_lag": normal,
+        "peak_lag": peak,
+        "peak_lag_at_s": peak_at,
+        "peak_lag_s_of_input": round(peak / schedule.phases[1].rate, 2),
+        "drain_s_after_spike": drained,
     }
 
 
@@ -442,7 +503,54 @@ def _markdown(summary: dict[str, Any]) -> str:
         else ""
     )
     scale = "" if args["processes"] <= 1 else f", {args['processes']} processes"
-    return f"""## Freshness at {args["rate"]:,.0f} events/s{scale} (`bench/freshness.py`)
+    title = f"{args['rate']:,.0f} events/s"
+    spike_block = ""
+    if r.get("spike"):
+        sp = r["spike"]
+        title += f" with a {args['spike_factor']:g}x spike"
+        phase_rows = []
+        for phase in r["schedule"]:
+            d = r["latency_ms_by_phase"][phase["phase"]]
+            phase_rows.append(
+                [
+                    phase["phase"],
+                    f"{phase['seconds']:g}",
+                    fmt_int(phase["rate"]),
+                    str(d["p50"]),
+                    str(d["p99"]),
+                    str(d["max"]),
+                    str(d["count"]),
+                ]
+            )
+        drained = sp["drain_s_after_spike"]
+        spike_block = (
+            "A tournament: the rate goes from "
+            f"{fmt_int(args['rate'])}/s to {fmt_int(sp['spike_rate'])}/s from "
+            f"{sp['window_s'][0]:g} s to {sp['window_s'][1]:g} s and back. The lag peaked at "
+            f"{sp['peak_lag']:,} events ({sp['peak_lag_s_of_input']} s of spike input) at "
+            f"{sp['peak_lag_at_s']} s and was back to normal (at most {sp['normal_lag']:,}, "
+            "the highest lag sampled before the spike) "
+            + (
+                f"**{drained} s after the spike ended**."
+                if drained is not None
+                else "**never** within the run."
+            )
+            + "\n\n"
+            + table(
+                [
+                    "phase (by produce time)",
+                    "seconds",
+                    "events/s",
+                    "p50 ms",
+                    "p99 ms",
+                    "max ms",
+                    "probes",
+                ],
+                phase_rows,
+            )
+            + "\n"
+        )
+    return f"""## Freshness at {title}{scale} (`bench/freshness.py`)
 
 Command: `{summary["command"]}`
 
@@ -458,11 +566,13 @@ applied {r["startup_s"]} s after start. Load: {r["produced"]:,} events over
 
 {main}
 
+{spike_block}
 Kept up (lag always under 1 s of input, 0 at the end): {verdict}. Job lag (valid +
 duplicate records produced minus counted, so it includes records still in the producer
 and the broker) peaked at {worst:,} events
 ({worst / rate:.2f} s of input); {r["lag_at_end_of_produce"]:,} at the end of producing,
-drained in {r["drain_s"]} s, final lag {fmt_int(r["final_lag"])}. Sampled every second:
+drained in {r["drain_s"]} s, final lag {fmt_int(r["final_lag"])}. Sampled every
+{args["sample_s"]:g} s:
 {lags}. Counters and dead letters checked:
 {"ok" if r["verified"] else "**MISMATCH**"}.
 
@@ -497,6 +607,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bad-ratio", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=20260504)
     parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument(
+        "--spike-factor",
+        type=float,
+        default=1.0,
+        help="a tournament: multiply the rate by this for --spike-seconds (1 = steady)",
+    )
+    parser.add_argument("--spike-at", type=float, default=10.0, help="seconds into the run")
+    parser.add_argument("--spike-seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--sample-s", type=float, default=0.5, help="how often the job's lag is sampled"
+    )
     parser.add_argument("--no-recovery", action="store_true")
     parser.add_argument(
         "--idle-seconds", type=float, default=5.0, help="measure the idle job's CPU first"
@@ -524,6 +645,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     if result["verified"] and not args.no_doc:
         section = f"bench.freshness.{int(args.rate)}"
+        if args.spike_factor > 1:
+            section = f"bench.freshness.spike.{int(args.rate)}x{args.spike_factor:g}"
         if args.processes > 1:
             section += f".p{args.processes}"
         write_section(section, _markdown(summary))

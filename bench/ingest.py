@@ -10,6 +10,9 @@ Usage (from the repository root)::
    fresh topic.
 2. Baseline *ceiling*: one thread consumes the topic and decodes and verifies
    every record; no Redis. The most a single Python process can hope for.
+   Then the *Redis ceiling*: the same loop sends every valid event's three
+   window updates, uncoalesced, as pipelined multi-element ``ZADD GT`` (one
+   pipeline per ``LB_BATCH_MAX`` events): the most "write every event" can do.
 3. *Stages*: the job's per-batch work (the same ``Validator``, ``BoardPlanner``
    and ``RedisBoardStore``) in one thread without Bytewax, timed stage by stage
    over the first ``--stage-events`` records: where a process's time goes.
@@ -59,19 +62,18 @@ from bench.common import (
     children_cpu_s,
     counted,
     cpu_delta,
-    emit,
     fmt_int,
     fmt_ratio,
     job_env,
     log,
     machine,
     machine_line,
+    publish,
     run_id,
     self_cpu_s,
     service_cpu_s,
     table,
     topic_records,
-    write_section,
 )
 from domain.errors import CodecError, EncodingError
 from domain.games import GameCatalog, GameConfig
@@ -226,43 +228,65 @@ def _ceiling(settings: Settings, topic: str, args: argparse.Namespace) -> dict[s
     return out
 
 
-def _reference(
-    scratch: Scratch, settings: Settings, topic: str, args: argparse.Namespace, label: str
-) -> dict[str, Any]:
-    """One MULTI/EXEC with a ZADD GT per window, for every valid event."""
-    namespace = scratch.namespace(f"{scratch.prefix}-{label}")
-    codec = ScoreEventCodec.from_registry()
+def _window_updates(
+    settings: Settings, namespace: str
+) -> Callable[[bytes], tuple[str, list[tuple[str, int]]] | None]:
+    """The baselines' per-event work: decode, verify, and each window's (key, composite).
+
+    None for a record the baselines skip (undecodable, badly signed, out of
+    bounds). No dedupe, no dead letters, no exactly-once bookkeeping.
+    """
+    decode = ScoreEventCodec.from_registry().decode
     keyring = parse_keyring(settings.hmac_keys.reveal())
-    decode = codec.decode
     game = GameConfig()
     kinds = (WindowKind.ALLTIME, WindowKind.WEEKLY, WindowKind.DAILY)
     codecs: dict[str, TieCodec] = {}
-    client = scratch.redis
-    written = 0
 
-    def handle(value: bytes) -> None:
-        nonlocal written
+    def updates(value: bytes) -> tuple[str, list[tuple[str, int]]] | None:
         try:
             event = decode(value)
         except CodecError:
-            return
+            return None
         if verify(keyring, event) is not Verdict.OK:
-            return
-        pipe = client.pipeline(transaction=True)
+            return None
+        out = []
         try:
             for kind in kinds:
                 window = window_for(kind, event.ts_ms)
                 tie = codecs.get(window.id)
                 if tie is None:
                     tie = codecs[window.id] = game.codec(window)
-                composite = tie.encode(event.score, event.ts_ms)
-                pipe.zadd(
-                    f"{namespace}:{{{event.game_id}}}:{window.id}",
-                    {event.player_id: composite},
-                    gt=True,
+                out.append(
+                    (
+                        f"{namespace}:{{{event.game_id}}}:{window.id}",
+                        tie.encode(event.score, event.ts_ms),
+                    )
                 )
-        except EncodingError:  # out of bounds: the reference just skips it
+        except EncodingError:
+            return None
+        return event.player_id, out
+
+    return updates
+
+
+def _reference(
+    scratch: Scratch, settings: Settings, topic: str, args: argparse.Namespace, label: str
+) -> dict[str, Any]:
+    """One MULTI/EXEC with a ZADD GT per window, for every valid event."""
+    namespace = scratch.namespace(f"{scratch.prefix}-{label}")
+    updates = _window_updates(settings, namespace)
+    client = scratch.redis
+    written = 0
+
+    def handle(value: bytes) -> None:
+        nonlocal written
+        found = updates(value)
+        if found is None:
             return
+        player, windows = found
+        pipe = client.pipeline(transaction=True)
+        for key, composite in windows:
+            pipe.zadd(key, {player: composite}, gt=True)
         pipe.execute()
         written += 1
 
@@ -276,6 +300,69 @@ def _reference(
         f"reference updater ({label})",
     )
     out["transactions"] = written
+    scratch.drop_namespace(namespace)
+    return out
+
+
+def _redis_ceiling(
+    scratch: Scratch, settings: Settings, topic: str, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Every valid event's 3 window updates as pipelined multi-element ``ZADD GT``.
+
+    The Redis side's ceiling for "write every event": the ceiling's loop plus,
+    per ``LB_BATCH_MAX`` valid events, one pipeline holding one ``ZADD GT``
+    per board key with every update of the batch (no coalescing, so Redis
+    does the same member work as the reference updater, minus its round trips
+    and transactions).
+    """
+    namespace = scratch.namespace(f"{scratch.prefix}-redis-ceiling")
+    updates = _window_updates(settings, namespace)
+    client = scratch.redis
+    pending: dict[str, list[Any]] = defaultdict(list)
+    batched = 0
+    written = 0
+    commands = 0
+
+    def flush() -> None:
+        nonlocal batched, commands
+        pipe = client.pipeline(transaction=False)
+        for key, flat in pending.items():
+            pipe.execute_command("ZADD", key, "GT", *flat)
+        pipe.execute()
+        commands += len(pending)
+        pending.clear()
+        batched = 0
+
+    def handle(value: bytes) -> None:
+        nonlocal batched, written
+        found = updates(value)
+        if found is None:
+            return
+        player, windows = found
+        for key, composite in windows:
+            pending[key] += (composite, player)
+        batched += 1
+        written += 1
+        if batched >= settings.batch_max:
+            flush()
+
+    out = _consume(
+        settings,
+        client,
+        topic,
+        args.events,
+        args.ceiling_seconds,
+        handle,
+        "redis ceiling",
+    )
+    started = time.monotonic()
+    if pending:
+        flush()
+    # The tail flush belongs to the measurement: add it to the timed span.
+    out["seconds"] = round(out["seconds"] + time.monotonic() - started, 2)
+    out["eps"] = round(out["records"] / out["seconds"]) if out["seconds"] > 0 else 0
+    out["events_written"] = written
+    out["zadd_commands"] = commands
     scratch.drop_namespace(namespace)
     return out
 
@@ -554,6 +641,17 @@ def _markdown(summary: dict[str, Any]) -> str:
             ),
         ],
     ]
+    redis_ceiling = summary["redis_ceiling"]
+    rows.append(
+        [
+            "Redis ceiling: the same 3 updates per event as pipelined multi-element `ZADD GT`",
+            fmt_int(redis_ceiling["eps"]),
+            "-",
+            vs_ref(redis_ceiling["eps"]),
+            f"{redis_ceiling['records']:,} records in {redis_ceiling['seconds']} s, "
+            f"{redis_ceiling['zadd_commands']:,} `ZADD` commands; {_others(redis_ceiling)}",
+        ]
+    )
     stages = summary["stages"]
     rows.append(
         [
@@ -704,6 +802,7 @@ def main(argv: list[str] | None = None) -> int:
         produced = _produce(settings, topic, args, keyring)
         log(f"produced in {produced['seconds']} s ({produced['rate']:,}/s): {produced['expected']}")
         ceiling = _ceiling(settings, topic, args)
+        redis_ceiling = _redis_ceiling(scratch, settings, topic, args)
         stages = _stages(scratch, settings, topic, args)
         runs: dict[str, list[dict[str, Any]]] = {"1": [], "2": []}
         references: list[dict[str, Any]] = []
@@ -745,11 +844,13 @@ def main(argv: list[str] | None = None) -> int:
         "topic_partitions": PARTITIONS,
         "produced": produced,
         "ceiling": ceiling,
+        "redis_ceiling": redis_ceiling,
         "reference": reference,
         "stages": stages,
         "jobs": jobs,
         "ratio_to_reference": {
             "ceiling": ratio(ceiling["eps"], ref_eps),
+            "redis_ceiling": ratio(redis_ceiling["eps"], ref_eps),
             "job_1_steady": ratio(jobs["1"]["steady_eps"], ref_eps),
             "job_2_steady": ratio(jobs["2"]["steady_eps"], ref_eps),
             "job_1_end_to_end": ratio(jobs["1"]["end_to_end_eps"], ref_eps),
@@ -764,12 +865,7 @@ def main(argv: list[str] | None = None) -> int:
     verified = stages["verified"] and all(
         run["verified"] for entries in runs.values() for run in entries
     )
-    summary["verified"] = verified
-    if verified and not args.no_doc:
-        write_section(SECTION, _markdown(summary))
-        log("wrote docs/BENCHMARKS.md")
-    emit(summary)
-    return 0 if verified else 1
+    return publish(SECTION, summary, _markdown, verified, not args.no_doc)
 
 
 if __name__ == "__main__":
