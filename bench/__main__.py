@@ -1,0 +1,133 @@
+"""Every benchmark in one run: the headline table, a chart and every section.
+
+Usage (from the repository root, with the services up: ``.venv/bin/lb up``)::
+
+    .venv/bin/python -m bench            # ~30 min; rewrites docs/BENCHMARKS.md
+    .venv/bin/python -m bench --quick    # small sizes, a smoke test; writes to a temp dir
+
+Runs, one after the other so that none competes with another for the cores:
+``bench.ingest`` (1M events), ``bench.freshness`` (steady at 20,000/s with 2
+processes, and 10,000/s with a 3x spike for 10 s), ``bench.reads`` (1M and 10M
+players, against PostgreSQL) and ``bench.rebuild`` (1M and 10M players). Each
+writes its own section of ``docs/BENCHMARKS.md``; this script then writes the
+``bench.summary`` section (the headline ratios, all from this run),
+``docs/benchmarks.png`` (the chart) and ``docs/benchmarks.json`` (every raw
+summary). A benchmark whose own checks fail stops the run (exit 1) before the
+summary is written, so the published figures always come from one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.chart import draw
+from bench.common import DOC, ROOT, log, machine, machine_line, write_section
+from bench.headline import headline_markdown
+
+FULL: dict[str, list[list[str]]] = {
+    "ingest": [[]],
+    "freshness": [
+        ["--rate", "20000", "--seconds", "30", "--processes", "2"],
+        ["--rate", "10000", "--seconds", "40", "--spike-factor", "3", "--spike-at", "10"],
+    ],
+    "reads": [[]],
+    "rebuild": [[]],
+}
+QUICK: dict[str, list[list[str]]] = {
+    "ingest": [
+        [
+            "--events",
+            "60000",
+            "--players",
+            "60000",
+            "--repeat",
+            "1",
+            "--ref-events",
+            "10000",
+            "--stage-events",
+            "30000",
+        ]
+    ],
+    "freshness": [
+        ["--rate", "5000", "--seconds", "10", "--idle-seconds", "0", "--processes", "2"],
+        [
+            "--rate",
+            "3000",
+            "--seconds",
+            "16",
+            "--spike-factor",
+            "3",
+            "--spike-at",
+            "5",
+            "--spike-seconds",
+            "4",
+            "--idle-seconds",
+            "0",
+        ],
+    ],
+    "reads": [["--players", "20000", "100000", "--calls", "200"]],
+    "rebuild": [["--players", "20000", "100000"]],
+}
+
+
+def _run(name: str, args: list[str], write_doc: bool) -> dict[str, Any]:
+    argv = [sys.executable, "-m", f"bench.{name}", *args, *([] if write_doc else ["--no-doc"])]
+    log(f"=== {' '.join(['python', *argv[1:]])}")
+    started = time.monotonic()
+    done = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True, check=False)
+    log(f"=== bench.{name} exit {done.returncode} after {time.monotonic() - started:.0f} s")
+    if done.returncode != 0:
+        raise SystemExit(f"bench.{name} failed (exit {done.returncode}); nothing summarised")
+    summary: dict[str, Any] = json.loads(done.stdout)
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run everything; the summary path on stdout."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes; a smoke test")
+    parser.add_argument(
+        "--out", type=Path, help="where the chart and JSON go (default docs/, or a temp dir)"
+    )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=sorted(FULL),
+        help="run only these benchmarks (the summary leaves the rest out)",
+    )
+    args = parser.parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    write_doc = not args.quick
+    out = args.out or (Path(tempfile.mkdtemp(prefix="bench-")) if args.quick else DOC.parent)
+    out.mkdir(parents=True, exist_ok=True)
+    info = machine()
+    results: dict[str, list[dict[str, Any]]] = {}
+    started = time.monotonic()
+    for name, runs in plan.items():
+        if args.only and name not in args.only:
+            continue
+        results[name] = [_run(name, run_args, write_doc) for run_args in runs]
+    minutes = (time.monotonic() - started) / 60
+    chart = out / "benchmarks.png"
+    draw(results, chart)
+    (out / "benchmarks.json").write_text(json.dumps(results, indent=2) + "\n")
+    command = ".venv/bin/python -m bench" + (" --quick" if args.quick else "")
+    body = headline_markdown(results, command, machine_line(info), minutes, chart.name)
+    if write_doc:
+        write_section("bench.summary", body)
+    else:
+        (out / "summary.md").write_text(body)
+    log(f"chart {chart}; summary {'docs/BENCHMARKS.md' if write_doc else out / 'summary.md'}")
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""The headline table of one ``python -m bench`` run, from the benchmarks' JSON.
+
+Pure: summaries in, Markdown out (unit-tested with made-up summaries). Every
+ratio compares two figures of the same run; a part whose benchmark did not run
+(or did not report a figure) is left out rather than guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+Results = Mapping[str, Sequence[Mapping[str, Any]]]
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or not b else f"{a / b:.2f}x"
+
+
+def _int(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def ingest_rows(summary: Mapping[str, Any]) -> list[list[str]]:
+    """Events/s of every contender, against the reference updater."""
+    ref = summary["reference"]["eps"]
+    redis_ceiling = summary.get("redis_ceiling", {}).get("eps")
+    one = summary["jobs"]["1"]["steady_eps"]
+    two = summary["jobs"]["2"]["steady_eps"]
+    ceiling = summary["ceiling"]["eps"]
+    return [
+        ["ingest", "reference updater (1 MULTI/EXEC of 3 ZADD per event)", _int(ref), "1.00x"],
+        [
+            "ingest",
+            "Redis ceiling (every update, pipelined multi-element ZADD)",
+            _int(redis_ceiling),
+            _ratio(redis_ceiling, ref),
+        ],
+        [
+            "ingest",
+            "the job, 1 process (steady)",
+            _int(one),
+            f"{_ratio(one, ref)}; {_ratio(one, redis_ceiling)} the Redis ceiling",
+        ],
+        [
+            "ingest",
+            "the job, 2 processes (steady)",
+            _int(two),
+            f"{_ratio(two, ref)}; {_ratio(two, one)} 1 process",
+        ],
+        [
+            "ingest",
+            "decode + verify only, 1 thread (no Redis)",
+            _int(ceiling),
+            f"{_ratio(ceiling, ref)}; the job's 1 process is {_ratio(one, ceiling)} of it",
+        ],
+    ]
+
+
+def freshness_rows(summaries: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    """Latency at a steady rate, and a spike's peak lag and drain time."""
+    rows = []
+    for summary in summaries:
+        args, r = summary["args"], summary["result"]
+        lat = r["latency_ms"]
+        procs = f", {args['processes']} processes" if args.get("processes", 1) > 1 else ""
+        spike = r.get("spike")
+        if not spike:
+            rows.append(
+                [
+                    "freshness",
+                    f"produce → visible at {args['rate']:,.0f}/s{procs}",
+                    f"p50 {lat['p50']} ms, p99 {lat['p99']} ms",
+                    "kept up" if r["kept_up"] else "fell behind",
+                ]
+            )
+            continue
+        phases = r["latency_ms_by_phase"]
+        drained = spike["drain_s_after_spike"]
+        drain = f"drained {drained} s after the spike" if drained is not None else "not drained"
+        rows.append(
+            [
+                "freshness",
+                f"{args['rate']:,.0f}/s with a {args['spike_factor']:g}x spike "
+                f"({spike['spike_rate']:,.0f}/s for {args['spike_seconds']:g} s){procs}",
+                f"p99 {phases['before']['p99']} ms before, {phases['spike']['p99']} ms in the "
+                f"spike, {phases['after']['p99']} ms after",
+                f"peak lag {spike['peak_lag_s_of_input']} s of input; {drain}",
+            ]
+        )
+    return rows
+
+
+def reads_rows(summary: Mapping[str, Any]) -> list[list[str]]:
+    """Redis against PostgreSQL at the largest size measured."""
+    sizes = summary.get("sizes") or []
+    if not sizes:
+        return []
+    largest = max(sizes, key=lambda s: s["players"])
+    rows = []
+    for op, redis in largest["redis"].items():
+        pg = (largest.get("postgres") or {}).get(op)
+        if pg is None:
+            continue
+        rows.append(
+            [
+                "reads",
+                f"{op} at {largest['players']:,} players (p50 / p99 ms)",
+                f"Redis {redis['p50']:.2f} / {redis['p99']:.2f}; "
+                f"PostgreSQL {pg['p50']:.2f} / {pg['p99']:.2f}",
+                f"PostgreSQL p50 = {_ratio(pg['p50'], redis['p50'])} Redis",
+            ]
+        )
+    return rows
+
+
+def memory_rows(
+    rebuild: Mapping[str, Any] | None, reads: Mapping[str, Any] | None
+) -> list[list[str]]:
+    """Bytes per player: Redis boards and dedupe ids, PostgreSQL, the job."""
+    rows = []
+    if rebuild:
+        largest = max(rebuild["sizes"], key=lambda s: s["players"])
+        mem = largest["memory"]
+        rows.append(
+            [
+                "memory",
+                f"Redis per player per board at {largest['players']:,} players",
+                f"{mem['per_player_per_board']} B",
+                f"+ {mem['per_player']['dedupe (meta:seen)']} B of dedupe ids per event "
+                "(expire with the horizon)",
+            ]
+        )
+        for step in rebuild.get("scaling", []):
+            rows.append(
+                [
+                    "memory",
+                    f"the job's peak RSS growth, {step['from']:,} → {step['to']:,} players, "
+                    f"{step['processes']} process(es)",
+                    f"{step['rss_growth_bytes_per_player']} B per added player",
+                    "bounded cache",
+                ]
+            )
+    if reads:
+        sizes = reads.get("sizes") or []
+        if sizes:
+            largest = max(sizes, key=lambda s: s["players"])
+            redis_b = largest.get("redis_bytes_per_player")
+            pg_b = largest.get("postgres_bytes_per_player")
+            if redis_b and pg_b:
+                rows.append(
+                    [
+                        "memory",
+                        f"one board at {largest['players']:,} players: Redis vs PostgreSQL "
+                        "(table + indexes)",
+                        f"{redis_b:.0f} B vs {pg_b:.0f} B per player",
+                        f"PostgreSQL = {_ratio(pg_b, redis_b)} Redis",
+                    ]
+                )
+    return rows
+
+
+def rebuild_rows(summary: Mapping[str, Any]) -> list[list[str]]:
+    """Rebuild times and how they scale."""
+    rows = []
+    for size in summary["sizes"]:
+        for run in size["runs"]:
+            rows.append(
+                [
+                    "rebuild",
+                    f"`lb rebuild` of {size['players']:,} players, {run['processes']} process(es)",
+                    f"{run['seconds']} s",
+                    f"{run['players_per_s']:,} players/s",
+                ]
+            )
+    for step in summary.get("scaling", []):
+        rows.append(
+            [
+                "rebuild",
+                f"scaling {step['from']:,} → {step['to']:,}, {step['processes']} process(es)",
+                f"{step['players_ratio']:g}x the players",
+                f"{step['time_ratio']:.2f}x the time",
+            ]
+        )
+    return rows
+
+
+def headline_markdown(
+    results: Results, command: str, machine: str, minutes: float, chart: str
+) -> str:
+    """The ``bench.summary`` section."""
+    rows: list[list[str]] = []
+    if results.get("ingest"):
+        rows += ingest_rows(results["ingest"][0])
+    if results.get("freshness"):
+        rows += freshness_rows(results["freshness"])
+    reads = results["reads"][0] if results.get("reads") else None
+    rebuild = results["rebuild"][0] if results.get("rebuild") else None
+    if reads:
+        rows += reads_rows(reads)
+    rows += memory_rows(rebuild, reads)
+    if rebuild:
+        rows += rebuild_rows(rebuild)
+    lines = [
+        "| part | measurement | figure | ratio / note |",
+        "| --- | --- | --- | --- |",
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+    table = "\n".join(lines)
+    return f"""## Headline figures (one run of every benchmark)
+
+Command: `{command}` ({minutes:.0f} min). Machine: {machine}
+
+{table}
+
+![ingest, reads, spike and rebuild]({chart})
+
+Each figure comes from the sections below, all written by the same run; the raw
+summaries are in `benchmarks.json` next to this file.
+"""

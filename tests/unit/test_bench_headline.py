@@ -1,0 +1,69 @@
+"""The headline table computes its ratios from the run's own figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench.headline import headline_markdown, ingest_rows, reads_rows, rebuild_rows
+
+pytestmark = pytest.mark.unit
+
+
+def _ingest(ref: int, redis: int, one: int, two: int, ceiling: int) -> dict[str, Any]:
+    return {
+        "args": {"events": 1000},
+        "reference": {"eps": ref},
+        "redis_ceiling": {"eps": redis},
+        "jobs": {"1": {"steady_eps": one}, "2": {"steady_eps": two}},
+        "ceiling": {"eps": ceiling},
+    }
+
+
+def _cells(rows: list[list[str]], measurement_start: str) -> list[str]:
+    return next(row for row in rows if row[1].startswith(measurement_start))
+
+
+def test_ingest_ratios_are_against_the_same_runs_reference() -> None:
+    rows = ingest_rows(_ingest(ref=2000, redis=10_000, one=30_000, two=45_000, ceiling=120_000))
+    assert _cells(rows, "Redis ceiling")[3] == "5.00x"
+    one = _cells(rows, "the job, 1 process")
+    assert one[2] == "30,000"
+    assert one[3] == "15.00x; 3.00x the Redis ceiling"
+    assert _cells(rows, "the job, 2 processes")[3] == "22.50x; 1.50x 1 process"
+    assert _cells(rows, "decode")[3] == "60.00x; the job's 1 process is 0.25x of it"
+
+
+def test_reads_compare_the_largest_size_only_where_both_stores_answered() -> None:
+    small = {"players": 10, "redis": {"rank": {"p50": 1.0, "p99": 2.0}}, "postgres": {}}
+    big = {
+        "players": 100,
+        "redis": {"rank": {"p50": 0.5, "p99": 1.0}, "top-10": {"p50": 0.2, "p99": 0.4}},
+        "postgres": {"rank": {"p50": 400.0, "p99": 900.0}},
+    }
+    rows = reads_rows({"sizes": [small, big]})
+    assert len(rows) == 1
+    assert rows[0][1] == "rank at 100 players (p50 / p99 ms)"
+    assert rows[0][3] == "PostgreSQL p50 = 800.00x Redis"
+
+
+def test_rebuild_scaling_rows() -> None:
+    summary = {
+        "sizes": [
+            {"players": 10, "runs": [{"processes": 1, "seconds": 2.0, "players_per_s": 5}]},
+        ],
+        "scaling": [
+            {"from": 10, "to": 100, "processes": 1, "players_ratio": 10, "time_ratio": 9.5}
+        ],
+    }
+    rows = rebuild_rows(summary)
+    assert rows[-1][2:] == ["10x the players", "9.50x the time"]
+
+
+def test_missing_parts_are_left_out_not_guessed() -> None:
+    text = headline_markdown(
+        {"ingest": [_ingest(1, 2, 3, 4, 5)]}, "cmd", "machine", 1.0, "chart.png"
+    )
+    assert "| ingest |" in text
+    assert "| reads |" not in text and "| rebuild |" not in text
