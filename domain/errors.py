@@ -30,5 +30,13 @@ class ServiceError(LeaderboardError):
     """A local service (Kafka, Redis) failed to start, stop or answer."""
 
 
+class RetryBudgetExceeded(ServiceError):
+    """A service stayed unreachable for longer than its retry budget (``LB_*_RETRY_S``).
+
+    Raised instead of waiting for ever, so a supervisor or an operator sees
+    the outage; the job's writes are idempotent, so a restart is safe.
+    """
+
+
 class QueryError(LeaderboardError):
     """A reader asked for something malformed (unknown window id, bad limit, ...)."""

@@ -19,10 +19,11 @@ from types import FrameType
 import bytewax.operators as op
 from bytewax.dataflow import Dataflow
 
+from domain.backoff import Backoff
 from domain.records import CheckedBatch, RecordBatch
 from domain.signing import parse_keyring
 from domain.validation import Validator
-from lb.clients import game_catalog, redis_client
+from lb.clients import game_catalog, job_redis_client
 from lb.settings import Settings
 from schemas.codec import ScoreEventCodec
 from sinks.dead_letters import DeadLetterSink
@@ -93,16 +94,22 @@ def build(
         op.output(
             "dead_letters",
             checked,
-            DeadLetterSink(settings.kafka_config(), settings.dlq_topic, settings.topic),
+            DeadLetterSink(
+                settings.kafka_config(),
+                settings.dlq_topic,
+                settings.topic,
+                delivery_timeout_s=settings.kafka_retry_s,
+            ),
         )
     op.output(
         "boards",
         checked,
         RedisBoardSink(
-            lambda: redis_client(settings),
+            lambda: job_redis_client(settings),
             namespace or settings.namespace,
             settings.dedupe_horizon_s * 1000,
             CACHE_CAPACITY,
+            retry=Backoff(budget_s=settings.redis_retry_s),
         ),
     )
     return flow

@@ -10,15 +10,24 @@ from __future__ import annotations
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
+from redis.retry import Retry
 
 from domain.games import GameCatalog
 from lb.settings import Settings
 
 
 def redis_client(settings: Settings, **options: Any) -> Any:
-    """A standalone or cluster-aware Redis client; ``options`` go to ``from_url``."""
+    """A standalone or cluster-aware Redis client; ``options`` go to ``from_url``.
+
+    Every command and connect times out after ``LB_REDIS_TIMEOUT_S`` unless
+    ``options`` say otherwise: a stalled Redis must surface as an error the
+    caller can retry, not as a read that never returns.
+    """
     kwargs: dict[str, Any] = dict(options)
+    kwargs.setdefault("socket_timeout", settings.redis_timeout_s)
+    kwargs.setdefault("socket_connect_timeout", settings.redis_timeout_s)
     if settings.redis_username:
         kwargs["username"] = settings.redis_username
     if settings.redis_password is not None:
@@ -28,6 +37,20 @@ def redis_client(settings: Settings, **options: Any) -> Any:
     if settings.redis_cluster:
         return RedisCluster.from_url(settings.redis_url.reveal(), **kwargs)
     return redis.Redis.from_url(settings.redis_url.reveal(), **kwargs)
+
+
+def job_redis_client(settings: Settings) -> Any:
+    """The streaming job's client: one immediate reconnect, then the caller's policy.
+
+    redis-py retries connection errors and timeouts on its own (ten times, with
+    backoff, by default), which would hide an outage inside a single call and
+    multiply ``LB_REDIS_RETRY_S``. The job's sinks retry with their own
+    budget and logging (:mod:`sinks.retry`), so the client keeps only the one
+    quick retry that replaces a pooled connection a Redis restart closed.
+    """
+    if settings.redis_cluster:
+        return redis_client(settings)
+    return redis_client(settings, retry=Retry(NoBackoff(), 1))
 
 
 def game_catalog(settings: Settings) -> GameCatalog:

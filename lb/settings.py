@@ -80,6 +80,15 @@ class Settings:
     batch_max: int = 5000
     snapshot_interval_s: int = 5
     dedupe_horizon_s: int = 300
+    #: How long the job keeps retrying an unreachable Redis (restart, failover, stall)
+    #: before it fails loudly; 0 fails on the first error.
+    redis_retry_s: int = 300
+    #: Socket timeout of every Redis command and connect: a stalled or silently
+    #: partitioned Redis becomes a retried error instead of an endless wait.
+    redis_timeout_s: int = 10
+    #: How long the dead-letter sink waits for Kafka to acknowledge letters
+    #: (librdkafka retries delivery that long) before it fails loudly.
+    kafka_retry_s: int = 300
     #: Redis key namespace (``<ns>:{game}:...``); tests and ``lb rebuild`` use others.
     namespace: str = "lb"
 
@@ -107,6 +116,10 @@ class Settings:
             )
         if self.dedupe_horizon_s < 1:
             raise ConfigError("LB_DEDUPE_HORIZON_S must be at least 1")
+        if self.redis_retry_s < 0 or self.kafka_retry_s < 0:
+            raise ConfigError("LB_REDIS_RETRY_S and LB_KAFKA_RETRY_S must not be negative")
+        if self.redis_timeout_s < 1:
+            raise ConfigError("LB_REDIS_TIMEOUT_S must be at least 1")
         if self.games_file is not None and not self.games_file.is_file():
             raise ConfigError(f"LB_GAMES points at {self.games_file}, which is not a file")
 
@@ -171,6 +184,9 @@ class Settings:
             batch_max=_int(env, "LB_BATCH_MAX", 5000),
             snapshot_interval_s=_int(env, "LB_SNAPSHOT_INTERVAL_S", 5),
             dedupe_horizon_s=_int(env, "LB_DEDUPE_HORIZON_S", 300),
+            redis_retry_s=_int(env, "LB_REDIS_RETRY_S", 300),
+            redis_timeout_s=_int(env, "LB_REDIS_TIMEOUT_S", 10),
+            kafka_retry_s=_int(env, "LB_KAFKA_RETRY_S", 300),
             namespace=env.get("LB_NAMESPACE") or "lb",
         )
 

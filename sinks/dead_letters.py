@@ -12,6 +12,12 @@ dead-letter partitions it degrades to at-least-once (the headers
 The value is the original bytes, untouched; headers carry ``error.code``,
 ``error.detail``, ``source.topic``, ``source.partition``, ``source.offset``
 and ``source.timestamp``.
+
+Outages: while the broker is down or restarting, librdkafka keeps the letters
+and retries their delivery for ``LB_KAFKA_RETRY_S`` (its
+``message.timeout.ms``); the sink waits for the acknowledgements, logging
+while it waits (the worker reads nothing more meanwhile: backpressure), and
+fails loudly only when a letter could not be delivered within that time.
 """
 
 from __future__ import annotations
@@ -25,14 +31,17 @@ from typing import Any
 from bytewax.outputs import DynamicSink, StatelessSinkPartition
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from domain.errors import ServiceError
+from domain.errors import RetryBudgetExceeded, ServiceError
 from domain.records import CheckedBatch, DeadLetter
-from sources.kafka_source import topic_partitions
+from sources.kafka_source import ErrorLog, topic_partitions
 
 log = logging.getLogger(__name__)
 
 #: How many trailing records of each dead-letter partition are read at start.
 TAIL_RECORDS = 2000
+
+#: While letters wait for acknowledgement, a log line at most this often.
+WAIT_LOG_S = 5.0
 
 
 def letter_headers(letter: DeadLetter) -> list[tuple[str, bytes]]:
@@ -110,12 +119,18 @@ def applied_offsets(
 
 class _DeadLetterPartition(StatelessSinkPartition[CheckedBatch]):
     def __init__(
-        self, producer: Producer, topic: str, partitions: int, already: dict[int, int]
+        self,
+        producer: Producer,
+        topic: str,
+        partitions: int,
+        already: dict[int, int],
+        delivery_timeout_s: float,
     ) -> None:
         self._producer = producer
         self._topic = topic
         self._partitions = partitions
         self._already = already
+        self._timeout_s = delivery_timeout_s
         self._failures: list[str] = []
 
     def _delivered(self, err: object, msg: object) -> None:
@@ -134,11 +149,38 @@ class _DeadLetterPartition(StatelessSinkPartition[CheckedBatch]):
             if batch.dead:
                 self._already[batch.partition] = max(done, batch.dead[-1].record.offset)
         if sent:
-            remaining = self._producer.flush(60)
-            if remaining or self._failures:
-                raise ServiceError(
-                    f"dead-letter delivery failed ({remaining} undelivered): {self._failures[:3]}"
-                )
+            self._await_delivery()
+
+    def _await_delivery(self) -> None:
+        """Block until Kafka acknowledged every letter; fail once librdkafka gave up.
+
+        Returning only after the acknowledgements is what keeps Bytewax from
+        snapshotting source offsets past letters that were never written.
+        librdkafka expires a letter after ``delivery_timeout_s`` (its
+        ``message.timeout.ms``) and reports it through ``_delivered``; the
+        extra slice here only covers that report arriving late.
+        """
+        started = time.monotonic()
+        remaining = self._producer.flush(WAIT_LOG_S)
+        while remaining and not self._failures:
+            waited = time.monotonic() - started
+            if waited > self._timeout_s + WAIT_LOG_S:
+                break
+            log.warning(
+                "waiting for Kafka to acknowledge %d dead letters (%.0fs so far)", remaining, waited
+            )
+            remaining = self._producer.flush(WAIT_LOG_S)
+        if self._failures or remaining:
+            raise RetryBudgetExceeded(
+                f"dead-letter delivery to {self._topic!r} failed within "
+                f"LB_KAFKA_RETRY_S={self._timeout_s:g}s ({remaining} undelivered): "
+                f"{self._failures[:3]}"
+            )
+        if time.monotonic() - started > WAIT_LOG_S:
+            log.warning(
+                "Kafka acknowledged the waiting dead letters after %.1fs",
+                time.monotonic() - started,
+            )
 
     def _produce(self, letter: DeadLetter) -> None:
         kwargs: dict[str, Any] = {
@@ -164,10 +206,17 @@ class _DeadLetterPartition(StatelessSinkPartition[CheckedBatch]):
 class DeadLetterSink(DynamicSink[CheckedBatch]):
     """Writes each batch's dead letters; see the module docstring for the guarantee."""
 
-    def __init__(self, config: Mapping[str, str], dlq_topic: str, source_topic: str) -> None:
+    def __init__(
+        self,
+        config: Mapping[str, str],
+        dlq_topic: str,
+        source_topic: str,
+        delivery_timeout_s: float = 300.0,
+    ) -> None:
         self._config = dict(config)
         self._topic = dlq_topic
         self._source = source_topic
+        self._timeout_s = delivery_timeout_s
 
     def build(self, step_id: str, worker_index: int, worker_count: int) -> _DeadLetterPartition:
         partitions = len(topic_partitions(self._config, self._topic))
@@ -187,7 +236,11 @@ class DeadLetterSink(DynamicSink[CheckedBatch]):
                 "enable.idempotence": True,
                 "acks": "all",
                 "linger.ms": 5,
+                # librdkafka retries delivery across broker restarts for this long
+                # (0 would mean for ever: the budget is at least one second).
+                "message.timeout.ms": max(1, int(self._timeout_s * 1000)),
+                "error_cb": ErrorLog(f"dead-letter producer {self._topic}"),
                 "log_level": 3,
             }
         )
-        return _DeadLetterPartition(producer, self._topic, partitions, already)
+        return _DeadLetterPartition(producer, self._topic, partitions, already, self._timeout_s)

@@ -10,6 +10,14 @@ atomically. A replay after a crash therefore changes nothing twice.
 The sink holds no logic of its own: :class:`~domain.planner.BoardPlanner`
 decides every member and value; this module only moves them in two batched
 round trips (one read for cache misses, one write) per batch.
+
+Outages: a dropped connection, a timeout (``LB_REDIS_TIMEOUT_S``), Redis
+loading its AOF after a restart, or a cluster failing over makes the sink wait
+and re-send the same round trip with backoff for up to ``LB_REDIS_RETRY_S``,
+then fail loudly (:class:`~domain.errors.RetryBudgetExceeded`). Re-sending a
+write that Redis had in fact applied before the connection dropped is a
+no-op thanks to the watermark guard, so waiting never doubles an effect;
+while it waits the worker reads nothing more (backpressure, not loss).
 """
 
 from __future__ import annotations
@@ -21,9 +29,28 @@ import redis
 from bytewax.outputs import DynamicSink, StatelessSinkPartition
 from redis.cluster import RedisCluster
 
+from domain.backoff import Backoff
 from domain.errors import ServiceError
 from domain.planner import BoardPlanner, GroupWrite, LookupResults, Lookups, WritePlan
 from domain.records import CheckedBatch
+from sinks.retry import call_with_retry
+
+#: Errors after which re-sending the same round trip is safe and may succeed: the
+#: connection dropped or timed out (BusyLoadingError, Redis loading its AOF, is a
+#: ConnectionError), or a cluster is failing over (slots moving, a master down,
+#: a demoted master refusing writes, the slot map unreachable).
+TRANSIENT: tuple[type[BaseException], ...] = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.ClusterError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.AskError,
+    redis.exceptions.RedisClusterException,
+)
+
+#: Fail on the first error (tools and benchmarks that would rather stop than wait).
+NO_RETRY = Backoff(budget_s=0)
 
 #: Members per ZADD/ZREM/HSET call inside the script (Lua's unpack limit is ~8000).
 CHUNK = 1000
@@ -106,12 +133,40 @@ def _encode(write: GroupWrite) -> tuple[list[str], list[Any]]:
 
 
 class RedisBoardStore:
-    """Batched reads and atomic per-group writes; no decisions of its own."""
+    """Batched reads and atomic per-group writes; no decisions of its own.
 
-    def __init__(self, client: Any) -> None:
+    Every round trip is retried under ``retry`` (see the module docstring);
+    other Redis errors (a script error, out of memory) fail at once.
+    """
+
+    def __init__(self, client: Any, retry: Backoff = NO_RETRY) -> None:
         self._client = client
+        self._retry = retry
         self._cluster = isinstance(client, RedisCluster)
         self._apply = None if self._cluster else client.register_script(APPLY_GROUP)
+        self._stale_slots = False
+
+    def _round_trip(self, what: str, call: Any) -> Any:
+        try:
+            return call_with_retry(
+                call,
+                what=what,
+                policy=self._retry,
+                transient=TRANSIENT,
+                setting="LB_REDIS_RETRY_S",
+                after_failure=self._forget_slots,
+            )
+        except redis.RedisError as exc:
+            raise ServiceError(f"{what} failed: {exc}") from exc
+
+    def _forget_slots(self) -> None:
+        """After a failure a cluster's slot map may be stale: refresh it before the next try."""
+        self._stale_slots = self._cluster
+
+    def _refresh_slots(self) -> None:
+        if self._stale_slots:
+            self._client.nodes_manager.initialize()
+            self._stale_slots = False
 
     def read(self, lookups: Lookups) -> LookupResults:
         """Answer every lookup in one pipelined round trip."""
@@ -119,20 +174,22 @@ class RedisBoardStore:
 
     def read_many(self, many: Sequence[Lookups]) -> list[LookupResults]:
         """Answer the lookups of several batches in one pipelined round trip."""
-        pipe = self._client.pipeline(transaction=False)
-        for lookups in many:
-            for key, name in lookups.watermarks:
-                pipe.hget(key, name)
-            for key, ids in lookups.seen:
-                pipe.hmget(key, ids)
-            for key, players in lookups.scores:
-                pipe.zmscore(key, players)
-            for key in lookups.registries:
-                pipe.smembers(key)
-        try:
-            answers = pipe.execute() if len(pipe) else []
-        except redis.RedisError as exc:
-            raise ServiceError(f"Redis read failed: {exc}") from exc
+
+        def attempt() -> list[Any]:
+            self._refresh_slots()
+            pipe = self._client.pipeline(transaction=False)
+            for lookups in many:
+                for key, name in lookups.watermarks:
+                    pipe.hget(key, name)
+                for key, ids in lookups.seen:
+                    pipe.hmget(key, ids)
+                for key, players in lookups.scores:
+                    pipe.zmscore(key, players)
+                for key in lookups.registries:
+                    pipe.smembers(key)
+            return list(pipe.execute()) if len(pipe) else []
+
+        answers = self._round_trip("Redis read", attempt)
         out: list[LookupResults] = []
         at = 0
         for lookups in many:
@@ -160,51 +217,51 @@ class RedisBoardStore:
         return self.apply_many([plan])
 
     def apply_many(self, plans: Sequence[WritePlan]) -> list[int]:
-        """Write the groups of several plans in one round trip (one per master)."""
+        """Write the groups of several plans in one round trip (one per master).
+
+        A retried round trip may answer 0 for a group the lost attempt had
+        already applied: the effect is there once, either way.
+        """
         groups = [write for plan in plans for write in plan.groups]
         if not groups:
             return []
+        encoded = [_encode(write) for write in groups]
         if self._cluster:
-            return self._apply_cluster(groups)
-        pipe = self._client.pipeline(transaction=False)
-        for write in groups:
-            keys, args = _encode(write)
-            self._apply(keys=keys, args=args, client=pipe)  # type: ignore[misc]
-        try:
-            return [int(x) for x in pipe.execute()]
-        except redis.RedisError as exc:
-            raise ServiceError(f"Redis write failed: {exc}") from exc
+            return list(
+                self._round_trip("Redis Cluster write", lambda: self._apply_cluster(encoded))
+            )
 
-    def _apply_cluster(self, groups: Sequence[GroupWrite], attempts: int = 3) -> list[int]:
+        def attempt() -> list[int]:
+            pipe = self._client.pipeline(transaction=False)
+            for keys, args in encoded:
+                self._apply(keys=keys, args=args, client=pipe)  # type: ignore[misc]
+            return [int(x) for x in pipe.execute()]
+
+        return list(self._round_trip("Redis write", attempt))
+
+    def _apply_cluster(self, encoded: Sequence[tuple[list[str], list[Any]]]) -> list[int]:
         """One pipeline per master; a group's keys share a slot, so its master runs it.
 
         redis-py's cluster pipeline refuses scripts, so groups are routed here.
         Re-sending a group after a topology change (MOVED, failover) is safe:
         the script's watermark guard makes a second application a no-op.
         """
-        for attempt in range(attempts):
-            by_node: dict[str, tuple[Any, list[tuple[list[str], list[Any]]]]] = {}
-            for write in groups:
-                keys, args = _encode(write)
-                node = self._client.get_node_from_key(keys[0])
-                entry = by_node.get(node.name)
-                if entry is None:
-                    entry = by_node[node.name] = (self._client.get_redis_connection(node), [])
-                entry[1].append((keys, args))
-            try:
-                out: list[int] = []
-                for conn, calls in by_node.values():
-                    script = conn.register_script(APPLY_GROUP)
-                    pipe = conn.pipeline(transaction=False)
-                    for keys, args in calls:
-                        script(keys=keys, args=args, client=pipe)
-                    out += [int(x) for x in pipe.execute()]
-                return out
-            except (redis.ConnectionError, redis.ResponseError) as exc:
-                if attempt + 1 == attempts:
-                    raise ServiceError(f"Redis Cluster write failed: {exc}") from exc
-                self._client.nodes_manager.initialize()
-        raise AssertionError("unreachable")  # pragma: no cover
+        self._refresh_slots()
+        by_node: dict[str, tuple[Any, list[tuple[list[str], list[Any]]]]] = {}
+        for keys, args in encoded:
+            node = self._client.get_node_from_key(keys[0])
+            entry = by_node.get(node.name)
+            if entry is None:
+                entry = by_node[node.name] = (self._client.get_redis_connection(node), [])
+            entry[1].append((keys, args))
+        out: list[int] = []
+        for conn, calls in by_node.values():
+            script = conn.register_script(APPLY_GROUP)
+            pipe = conn.pipeline(transaction=False)
+            for keys, args in calls:
+                script(keys=keys, args=args, client=pipe)
+            out += [int(x) for x in pipe.execute()]
+        return out
 
 
 class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
@@ -246,18 +303,36 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
     """Each worker projects the partitions it reads (no exchange: one owner per player)."""
 
     def __init__(
-        self, client_factory: Any, namespace: str, dedupe_horizon_ms: int, cache_capacity: int
+        self,
+        client_factory: Any,
+        namespace: str,
+        dedupe_horizon_ms: int,
+        cache_capacity: int,
+        retry: Backoff,
     ) -> None:
         self._client_factory = client_factory
         self._namespace = namespace
         self._horizon_ms = dedupe_horizon_ms
         self._capacity = cache_capacity
+        self._retry = retry
 
     def build(self, step_id: str, worker_index: int, worker_count: int) -> _BoardPartition:
-        client = self._client_factory()
-        try:
+        """Connect (waiting under the retry budget if Redis is not up yet) and ping."""
+
+        def connect() -> Any:
+            client = self._client_factory()  # a cluster client connects here already
             client.ping()
+            return client
+
+        try:
+            client = call_with_retry(
+                connect,
+                what="Redis connect",
+                policy=self._retry,
+                transient=TRANSIENT,
+                setting="LB_REDIS_RETRY_S",
+            )
         except redis.RedisError as exc:
             raise ServiceError(f"cannot reach Redis: {exc}") from exc
         planner = BoardPlanner(self._namespace, self._horizon_ms, self._capacity)
-        return _BoardPartition(RedisBoardStore(client), planner)
+        return _BoardPartition(RedisBoardStore(client, self._retry), planner)

@@ -10,10 +10,18 @@ Delivery: the snapshot is the offset after the last *emitted* record, so on
 resume Bytewax replays from the last snapshot (at-least-once input). The
 board and dead-letter sinks turn that into exactly-once effects with offset
 watermarks.
+
+Outages: librdkafka reconnects to a restarted broker on its own and resumes
+fetching from the consumer's position, so transient errors (connection lost,
+all brokers down, leader moving, timeouts) are logged, at most once per
+``ERROR_LOG_S`` per kind, and never end the job; an idle partition simply
+stays idle meanwhile. Only fatal or non-retriable partition errors (e.g. the
+topic was deleted) stop it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Mapping
@@ -26,8 +34,59 @@ from domain.batching import MicroBatcher
 from domain.errors import ServiceError
 from domain.records import RecordBatch, SourceRecord
 
+log = logging.getLogger(__name__)
+
 #: How long an idle partition sleeps between polls (bounds the added latency).
 IDLE_POLL = timedelta(milliseconds=5)
+
+#: Same-kind Kafka errors are logged at most this often (a broker outage
+#: produces one per reconnect attempt).
+ERROR_LOG_S = 10.0
+
+#: Errors librdkafka recovers from by itself (reconnect, metadata refresh):
+#: the broker is restarting or unreachable, or a partition's leader moves.
+TRANSIENT_CODES = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._RESOLVE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+        KafkaError.BROKER_NOT_AVAILABLE,
+    }
+)
+
+
+def is_transient(err: KafkaError) -> bool:
+    """True for an error the consumer recovers from on its own (log it, keep going)."""
+    if err.fatal():
+        return False
+    return bool(err.retriable()) or err.code() in TRANSIENT_CODES
+
+
+class ErrorLog:
+    """Logs Kafka client errors, each kind at most once per ``every_s``.
+
+    Also the consumer's ``error_cb``: without one, client-level errors such as
+    "all brokers down" are invisible, and an operator could not tell an idle
+    topic from an unreachable broker.
+    """
+
+    def __init__(self, where: str, every_s: float = ERROR_LOG_S) -> None:
+        self._where = where
+        self._every_s = every_s
+        self._last: dict[int, float] = {}
+
+    def __call__(self, err: KafkaError) -> None:
+        now = time.monotonic()
+        last = self._last.get(err.code())
+        if last is not None and now - last < self._every_s:
+            return
+        self._last[err.code()] = now
+        log.warning("Kafka %s (%s; retrying on its own): %s", self._where, err.name(), err.str())
 
 
 class StopSignal:
@@ -62,9 +121,11 @@ class _PartitionReader(StatefulSourcePartition[RecordBatch, int]):
         self._topic = topic
         self._partition = partition
         self._stop = stop
+        self._errors = ErrorLog(f"{topic}[{partition}]")
         self._consumer = Consumer(
             {
                 **config,
+                "error_cb": self._errors,
                 "group.id": f"lb-{topic}",
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
@@ -101,10 +162,11 @@ class _PartitionReader(StatefulSourcePartition[RecordBatch, int]):
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
                         continue
-                    if err.fatal() or not err.retriable():
+                    if not is_transient(err):
                         raise ServiceError(
                             f"Kafka error on {self._topic}[{self._partition}]: {err}"
                         )
+                    self._errors(err)
                     continue
                 offset = msg.offset() or 0
                 fresh.append(SourceRecord(offset, msg.timestamp()[1], msg.key(), msg.value()))

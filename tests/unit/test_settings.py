@@ -53,6 +53,9 @@ def test_secrets_never_print(tmp_path: Path) -> None:
         ({"LB_BATCH_MS": "abc"}, "LB_BATCH_MS"),
         ({"LB_BATCH_MS": "0"}, "LB_BATCH_MS"),
         ({"LB_GAMES": "/nonexistent/games.toml"}, "LB_GAMES"),
+        ({"LB_REDIS_RETRY_S": "-1"}, "LB_REDIS_RETRY_S"),
+        ({"LB_KAFKA_RETRY_S": "-5"}, "LB_KAFKA_RETRY_S"),
+        ({"LB_REDIS_TIMEOUT_S": "0"}, "LB_REDIS_TIMEOUT_S"),
     ],
 )
 def test_bad_settings_are_refused_with_the_variable_named(
@@ -66,3 +69,17 @@ def test_settings_are_frozen(tmp_path: Path) -> None:
     s = Settings.from_env({"LB_STATE_DIR": str(tmp_path)})
     with pytest.raises(AttributeError):
         s.topic = "other"  # type: ignore[misc]
+
+
+def test_outage_budgets_default_to_five_minutes_and_can_be_set(tmp_path: Path) -> None:
+    s = Settings.from_env({"LB_STATE_DIR": str(tmp_path)})
+    assert (s.redis_retry_s, s.kafka_retry_s, s.redis_timeout_s) == (300, 300, 10)
+    s = Settings.from_env(
+        {
+            "LB_STATE_DIR": str(tmp_path),
+            "LB_REDIS_RETRY_S": "0",
+            "LB_KAFKA_RETRY_S": "60",
+            "LB_REDIS_TIMEOUT_S": "2",
+        }
+    )
+    assert (s.redis_retry_s, s.kafka_retry_s, s.redis_timeout_s) == (0, 60, 2)
