@@ -27,6 +27,8 @@ class RedisNode:
     home: Path
     port: int
     cluster: bool = False
+    #: How long a cluster node may be unreachable before its replica takes over.
+    cluster_node_timeout_ms: int = 5000
 
     @property
     def conf(self) -> Path:
@@ -56,7 +58,7 @@ def _write_conf(node: RedisNode) -> None:
         lines += [
             "cluster-enabled yes",
             "cluster-config-file nodes.conf",
-            "cluster-node-timeout 5000",
+            f"cluster-node-timeout {node.cluster_node_timeout_ms}",
         ]
     node.conf.write_text("\n".join(lines) + "\n")
 
@@ -112,8 +114,12 @@ def _knows_peers(port: int) -> bool:
     return len([line for line in text.splitlines() if line.strip()]) > 1
 
 
-def create_cluster(nodes: list[RedisNode], timeout_s: float = 30.0) -> None:
-    """Join fresh nodes into a cluster of masters (no-op when already formed)."""
+def create_cluster(nodes: list[RedisNode], timeout_s: float = 30.0, replicas: int = 0) -> None:
+    """Join fresh nodes into a cluster (no-op when already formed).
+
+    ``replicas`` per master: with 1, six nodes make three masters each with a
+    replica that takes over when its master stops (the failover fault test).
+    """
     if cluster_ok(nodes[0].port):
         return
     if _knows_peers(nodes[0].port):
@@ -129,7 +135,7 @@ def create_cluster(nodes: list[RedisNode], timeout_s: float = 30.0) -> None:
     cli = require_binary("redis-cli", "redis-tools")
     argv = [cli, "--cluster", "create"]
     argv += [f"127.0.0.1:{n.port}" for n in nodes]
-    argv += ["--cluster-replicas", "0", "--cluster-yes"]
+    argv += ["--cluster-replicas", str(replicas), "--cluster-yes"]
     done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
     if done.returncode != 0:
         raise ServiceError(

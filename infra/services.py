@@ -8,6 +8,8 @@ ports again, and ``lb down`` stops exactly what was started.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,6 +168,21 @@ def down(dirs: ServiceDirs) -> list[str]:
     if still:
         raise ServiceError(f"still running after lb down: {still}")
     return stopped
+
+
+def stop_service(dirs: ServiceDirs, service: str, *, kill: bool = False) -> None:
+    """Stop one recorded service, ``"kafka"`` or ``"redis"``; ``up`` starts it again.
+
+    SIGTERM by default (Redis fsyncs its AOF, Kafka closes its logs cleanly);
+    ``kill=True`` sends SIGKILL, the crash the fault tests inject. Returns once
+    the process is gone, so the next ``up`` finds its port free.
+    """
+    if service not in ("kafka", "redis"):
+        raise ServiceError(f"unknown service {service!r}")
+    pid = read_record(dirs).get(f"{service}_pid")
+    if kill and pid is not None and pid_alive(pid):
+        os.killpg(int(pid), signal.SIGKILL)
+    stop_pid(pid, timeout_s=60)
 
 
 def _all_pids(record: dict[str, Any]) -> list[tuple[str, int | None]]:

@@ -1,0 +1,352 @@
+"""What every fault test shares: private services, the job as a process, a feeder
+that keeps producing through broker outages, and the exactly-once verdict.
+
+The verdict is the conservation law of the job (every record in ends as a board
+update, an idempotent no-op or a dead letter, each exactly once) plus boards
+equal to the independent oracle of ``tests.integration.streams``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from infra import services as svc
+from sinks.dead_letters import header_map
+from tests.integration.streams import REPO, Planned, oracle, read_boards, read_stats
+
+#: The marks of every fault test (plus its own ``pytest.mark.timeout``).
+FAULT_MARKS = [pytest.mark.faults, pytest.mark.integration, pytest.mark.slow]
+
+#: Private ports, below the ephemeral range and apart from the shared services
+#: (29092/29093, 26379, 17101-17103), test_services (29592, 26979) and benchmarks.
+KAFKA_PORT = 28192
+REDIS_PORT = 28379
+CLUSTER_BASE_PORT = 18101
+
+
+@dataclass(frozen=True)
+class Private:
+    """Kafka and Redis of the fault suite alone: safe to stop, kill, stall and flush."""
+
+    dirs: svc.ServiceDirs
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{KAFKA_PORT}"
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://127.0.0.1:{REDIS_PORT}/0"
+
+    def up(self) -> float:
+        """Start whatever is down (idempotent); returns the seconds it took."""
+        started = time.monotonic()
+        svc.up(self.dirs, kafka_port=KAFKA_PORT, redis_port=REDIS_PORT)
+        return time.monotonic() - started
+
+    def stop(self, service: str, *, kill: bool = False) -> None:
+        svc.stop_service(self.dirs, service, kill=kill)
+
+    def pid(self, service: str) -> int:
+        return int(svc.read_record(self.dirs)[f"{service}_pid"])
+
+
+class Job:
+    """``lb <args>`` in its own session; its output goes to a log file for diagnosis."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, args: tuple[str, ...] = ("run",)):
+        self.log_path = log_path
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "lb.cli", *args],
+                # SIGABRT then dumps every thread's stack into the log (see stop).
+                env={**env, "PYTHONFAULTHANDLER": "1"},
+                cwd=REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout_s: float = 60.0) -> int:
+        """SIGTERM (a clean stop: flush and exit 0); SIGKILL if it does not stop in time."""
+        if self.alive():
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            os.killpg(self.proc.pid, signal.SIGABRT)  # stacks into the log, for diagnosis
+            time.sleep(2.0)
+            self.kill()
+            raise AssertionError(f"the job did not stop on SIGTERM:\n{self.log()[-6000:]}") from exc
+
+    def kill(self) -> None:
+        if self.alive():
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+class Feeder(threading.Thread):
+    """Produces ``records`` in chunks with pauses, so faults land while events arrive.
+
+    One idempotent producer for the whole stream: it buffers and retries
+    across a broker restart (``message.timeout.ms`` longer than any outage the
+    tests inject) and keeps each partition's order, which the oracle relies on.
+    """
+
+    def __init__(
+        self, bootstrap: str, topic: str, records: list[Planned], chunk: int, pause_s: float
+    ) -> None:
+        super().__init__(daemon=True)
+        self._servers = bootstrap
+        self._topic = topic
+        self._records = records
+        self._chunk = chunk
+        self._pause_s = pause_s
+        self.sent = 0
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        producer = Producer(
+            {
+                "bootstrap.servers": self._servers,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 10,
+                "message.timeout.ms": 180_000,
+                "log_level": 0,
+            }
+        )
+
+        def delivered(rec: Planned) -> Callable[[Any, Any], None]:
+            def callback(err: Any, msg: Any) -> None:
+                if err is not None:
+                    self.errors.append(str(err))
+                else:
+                    rec.partition, rec.offset = msg.partition(), msg.offset()
+
+            return callback
+
+        for at in range(0, len(self._records), self._chunk):
+            for rec in self._records[at : at + self._chunk]:
+                while True:
+                    try:
+                        producer.produce(
+                            self._topic,
+                            key=rec.key,
+                            value=rec.value,
+                            timestamp=rec.record_ts,
+                            on_delivery=delivered(rec),
+                        )
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
+                self.sent += 1
+            producer.poll(0)
+            time.sleep(self._pause_s)
+        if producer.flush(180) != 0:
+            self.errors.append("records left undelivered after 180 s")
+
+    def finish(self, timeout_s: float = 240.0) -> None:
+        """Wait for every record to be acknowledged (offsets known to the oracle)."""
+        self.join(timeout=timeout_s)
+        assert not self.is_alive(), "the feeder did not finish"
+        assert not self.errors, self.errors[:3]
+        assert all(rec.offset >= 0 for rec in self._records)
+
+
+def wait_for(check: Callable[[], bool], timeout_s: float, what: str) -> float:
+    """Poll ``check`` until true; returns the seconds it took."""
+    started = time.monotonic()
+    while not check():
+        if time.monotonic() - started > timeout_s:
+            raise AssertionError(f"{what}: not within {timeout_s:.0f}s")
+        time.sleep(0.2)
+    return time.monotonic() - started
+
+
+def outcomes(client: Any, namespace: str) -> int:
+    """Records the boards account for so far: applied + noop + duplicate."""
+    return sum(v for k, v in read_stats(client, namespace).items() if k != "saturated")
+
+
+def board_bound(records: list[Planned]) -> int:
+    """How many records end on the boards' side (everything but dead letters)."""
+    return sum(1 for rec in records if rec.expected in ("ok", "duplicate"))
+
+
+def dead_letter_count(bootstrap: str, topic: str) -> int:
+    """Records in a dead-letter topic, from its partition end offsets."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "faults-count"})
+    try:
+        meta = consumer.list_topics(topic, timeout=30).topics[topic]
+        total = 0
+        for p in meta.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            total += high - low
+        return total
+    finally:
+        consumer.close()
+
+
+def wait_caught_up(
+    job: Job,
+    client: Any,
+    namespace: str,
+    bootstrap: str,
+    topic: str,
+    records: list[Planned],
+    timeout_s: float,
+) -> float:
+    """Wait until the running job accounted for every record; it must stay alive."""
+
+    def done() -> bool:
+        assert job.alive(), f"the job exited ({job.proc.returncode}):\n{job.log()[-3000:]}"
+        return outcomes(client, namespace) >= board_bound(records) and dead_letter_count(
+            bootstrap, f"{topic}.dlq"
+        ) >= len(records) - board_bound(records)
+
+    return wait_for(done, timeout_s, "the job catching up")
+
+
+def read_letters(bootstrap: str, topic: str) -> list[tuple[int, int]]:
+    """(source partition, source offset) of every dead letter in ``topic``."""
+    from tests.integration.streams import read_dead_letters
+
+    return [
+        (int(h["source.partition"]), int(h["source.offset"]))
+        for h in (header_map(m.headers()) for m in read_dead_letters(bootstrap, topic))
+    ]
+
+
+def assert_exactly_once(
+    records: list[Planned],
+    boards: dict[str, dict[str, int]],
+    stats: dict[str, int],
+    letters: list[tuple[int, int]],
+    context: str = "",
+) -> None:
+    """Conservation (in = applied + noop + duplicate + dead) and boards equal the oracle."""
+    expected, counts = oracle(records)
+    assert set(boards) == set(expected), context
+    for key in expected:
+        assert boards[key] == expected[key], f"{key} {context}"
+    assert len(letters) == len(set(letters)), f"a dead letter was written twice {context}"
+    bad = {(r.partition, r.offset) for r in records if r.expected not in ("ok", "duplicate")}
+    assert set(letters) == bad, context
+    assert stats.get("duplicate", 0) == counts.get("duplicate", 0), context
+    assert stats.get("applied", 0) + stats.get("noop", 0) == counts["accepted"], context
+    conserved = (
+        stats.get("applied", 0) + stats.get("noop", 0) + stats.get("duplicate", 0) + len(letters)
+    )
+    assert conserved == len(records), f"{conserved} outcomes for {len(records)} records {context}"
+
+
+def verify(
+    records: list[Planned], client: Any, namespace: str, bootstrap: str, topic: str, context: str
+) -> None:
+    """Read boards, counters and dead letters, and apply :func:`assert_exactly_once`."""
+    assert_exactly_once(
+        records,
+        read_boards(client, namespace),
+        read_stats(client, namespace),
+        read_letters(bootstrap, f"{topic}.dlq"),
+        context,
+    )
+
+
+class Scenario:
+    """The job tailing a topic while a feeder produces a stream and faults are injected.
+
+    :meth:`run` spreads the faults over the stream (fault ``i`` of ``n`` once
+    ``(i + 1) / (n + 1)`` of it was sent), checks that each landed while records
+    were still arriving and that the job applied more afterwards, then waits
+    for the job to account for every record, stops it cleanly and applies the
+    exactly-once verdict. A fault may replace :attr:`job` (e.g. after a
+    restart the test forces).
+    """
+
+    def __init__(
+        self,
+        private: Private,
+        env: dict[str, str],
+        client: Any,
+        namespace: str,
+        topic: str,
+        log_dir: Path,
+        records: list[Planned],
+        *,
+        chunk: int = 400,
+        pause_s: float = 0.2,
+    ) -> None:
+        self.private = private
+        self.env = env
+        self.client = client
+        self.namespace = namespace
+        self.topic = topic
+        self.log_dir = log_dir
+        self.records = records
+        self.feeder = Feeder(private.bootstrap, topic, records, chunk, pause_s)
+        self.timings: dict[str, float] = {}
+        self.job = self.start_job()
+
+    def start_job(self, args: tuple[str, ...] = ("run",)) -> Job:
+        return Job(self.env, self.log_dir / "job.log", args)
+
+    def outcomes(self) -> int:
+        return outcomes(self.client, self.namespace)
+
+    def run(self, faults: list[Callable[[Scenario], None]], catch_up_s: float = 150.0) -> None:
+        started = time.monotonic()
+        self.feeder.start()
+        try:
+            for i, fault in enumerate(faults):
+                share = len(self.records) * (i + 1) // (len(faults) + 1)
+                wait_for(lambda s=share: self.feeder.sent >= s, 120, "the feeder")  # type: ignore[misc]
+                wait_for(lambda: self.outcomes() > 0, 120, "the job applying records")
+                at_fault = self.outcomes()
+                assert at_fault < board_bound(self.records), "the fault came after the stream"
+                began = time.monotonic()
+                fault(self)
+                self.timings[f"fault {i + 1}"] = time.monotonic() - began
+                assert self.job.alive(), f"the job exited:\n{self.job.log()[-3000:]}"
+                self.timings[f"resumed after fault {i + 1}"] = wait_for(
+                    lambda a=at_fault: self.outcomes() > a,  # type: ignore[misc]
+                    120,
+                    "the job applying records after the fault",
+                )
+            self.feeder.finish()
+            self.timings["catch-up after the last record"] = wait_caught_up(
+                self.job,
+                self.client,
+                self.namespace,
+                self.private.bootstrap,
+                self.topic,
+                self.records,
+                catch_up_s,
+            )
+            code = self.job.stop()
+            assert code == 0, f"exit {code}:\n{self.job.log()[-3000:]}"
+        finally:
+            if self.job.alive():
+                self.job.kill()
+        self.timings["total"] = time.monotonic() - started
+        verify(self.records, self.client, self.namespace, self.private.bootstrap, self.topic, "")
+        print({k: round(v, 1) for k, v in self.timings.items()})
