@@ -22,7 +22,6 @@ topic was deleted) stop it.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -90,16 +89,26 @@ class ErrorLog:
 
 
 class StopSignal:
-    """Set from a signal handler; sources then flush and end cleanly."""
+    """Set from a signal handler; sources then flush and end cleanly.
+
+    A plain flag, not a ``threading.Event``: Python runs a signal handler
+    between any two bytecodes of the main thread, including inside a previous
+    run of the same handler, and ``Event.set`` takes a non-reentrant lock. The
+    job usually receives its stop signal twice (``lb run`` forwards SIGTERM to
+    a child that a process-group kill or a terminal's Ctrl-C already reached),
+    and the second handler then waited for ever on the lock the first one
+    held: the job hung instead of stopping. Assigning a bool cannot block, and
+    the sources only ever poll it.
+    """
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        self._set = False
 
     def set(self) -> None:
-        self._event.set()
+        self._set = True
 
     def is_set(self) -> bool:
-        return self._event.is_set()
+        return self._set
 
 
 def _now_ms() -> int:
