@@ -1,0 +1,107 @@
+"""A Redis Cluster master stops mid-stream; its replica takes over; nothing is lost.
+
+A private six-node cluster (three masters, one replica each, node timeout 2 s)
+on ports of its own. The master that owns the busiest game's slot is stopped
+with SIGTERM: Redis 7 then waits (``shutdown-timeout``) for its replica to
+catch up before exiting, so the replica that the cluster promotes holds every
+acknowledged write. Meanwhile the whole cluster answers CLUSTERDOWN or the
+connection is refused; the job's sink waits, refreshes its slot map and re-sends
+(the watermark guard makes a repeat harmless). The stopped node is started
+again and rejoins as a replica.
+
+SIGKILL of a master is *not* tested: replication is asynchronous, so writes the
+master acknowledged but had not yet sent to its replica are lost with it (see
+docs/RELIABILITY.md: such a loss needs ``lb rebuild``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+from redis.cluster import RedisCluster
+
+from infra import redis as redis_infra
+from infra.process import stop_pid
+from tests.faults.harness import CLUSTER_BASE_PORT, FAULT_MARKS, Scenario, wait_for
+
+pytestmark = [*FAULT_MARKS, pytest.mark.cluster, pytest.mark.timeout(420)]
+
+NODES = 6
+NODE_TIMEOUT_MS = 2000
+
+
+def _replicas_synced(port: int) -> bool:
+    client = redis.Redis(port=port, socket_timeout=1.0)
+    try:
+        info = client.info("replication")
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+    return info.get("role") == "master" or info.get("master_link_status") == "up"
+
+
+@pytest.fixture(scope="module")
+def replicated_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Any]]:
+    """Six nodes, three masters with a replica each; {port: [node, pid]}; stopped after."""
+    home = tmp_path_factory.mktemp("cluster")
+    nodes = [
+        redis_infra.RedisNode(
+            home=home / str(CLUSTER_BASE_PORT + i),
+            port=CLUSTER_BASE_PORT + i,
+            cluster=True,
+            cluster_node_timeout_ms=NODE_TIMEOUT_MS,
+        )
+        for i in range(NODES)
+    ]
+    running: dict[int, Any] = {}
+    try:
+        for node in nodes:
+            running[node.port] = [node, redis_infra.start_node(node)]
+        redis_infra.create_cluster(nodes, replicas=1)
+        wait_for(lambda: all(_replicas_synced(n.port) for n in nodes), 60, "replicas in sync")
+        yield running
+    finally:
+        for _node, pid in running.values():
+            stop_pid(pid)
+
+
+def _master_of(client: Any, key: str) -> int:
+    client.nodes_manager.initialize()
+    return int(client.get_node_from_key(key).port)
+
+
+def test_a_master_fails_over_to_its_replica_and_nothing_is_lost(
+    make_scenario: Callable[..., Scenario],
+    namespace: str,
+    private_env: dict[str, str],
+    replicated_cluster: dict[int, Any],
+) -> None:
+    url = f"redis://127.0.0.1:{CLUSTER_BASE_PORT}"
+    private_env.update(LB_REDIS_URL=url, LB_REDIS_CLUSTER="1")
+    client = RedisCluster.from_url(url)
+    key = f"{namespace}:{{gbest}}:alltime"
+
+    def fail_over(s: Scenario) -> None:
+        port = _master_of(client, key)
+        node, pid = replicated_cluster[port]
+        began = time.monotonic()
+        stop_pid(pid)  # SIGTERM: waits for the replica to catch up, then exits
+        s.timings["master shutdown"] = time.monotonic() - began
+        survivor = next(p for p in replicated_cluster if p != port)
+        s.timings["failover (cluster ok again)"] = wait_for(
+            lambda: redis_infra.cluster_ok(survivor) and _master_of(client, key) != port,
+            60,
+            "the replica taking over",
+        )
+        replicated_cluster[port][1] = redis_infra.start_node(node)  # rejoins as a replica
+
+    scenario = make_scenario(81, 20_000, client=client)
+    try:
+        scenario.run([fail_over])
+    finally:
+        client.close()
