@@ -83,7 +83,6 @@ from domain.scoring import TieCodec
 from domain.signing import Keyring, Verdict, parse_keyring, verify
 from domain.validation import Validator
 from domain.windows import WindowKind, window_for
-from flows.scoreboard import CACHE_CAPACITY
 from lb.clients import redis_client
 from lb.settings import Settings
 from schemas.codec import ScoreEventCodec
@@ -380,7 +379,7 @@ def _stages(
     keyring = parse_keyring(settings.hmac_keys.reveal())
     validator = Validator(GameCatalog.builtin(), keyring, ScoreEventCodec.from_registry().decode)
     store = RedisBoardStore(redis_client(settings))
-    planner = BoardPlanner(namespace, settings.dedupe_horizon_s * 1000, CACHE_CAPACITY)
+    planner = BoardPlanner(namespace, settings.dedupe_horizon_s * 1000, settings.cache_players)
     limit = min(args.events, args.stage_events)
     batch_max = settings.batch_max
     times: dict[str, float] = defaultdict(float)

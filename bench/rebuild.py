@@ -22,7 +22,7 @@ Checks before it publishes: the counters equal N applied records and every
 board has exactly N members. Results replace the ``bench.rebuild`` section of
 ``docs/BENCHMARKS.md``. The job's memory per player is the peak RSS growth from
 N to the next larger N divided by the added players (the planner's cache is
-bounded, see ``flows.scoreboard.CACHE_CAPACITY``). Progress on stderr, JSON on
+bounded by ``LB_CACHE_PLAYERS``). Progress on stderr, JSON on
 stdout. Everything it creates is deleted afterwards.
 """
 
@@ -54,7 +54,6 @@ from bench.common import (
     table,
 )
 from domain.signing import parse_keyring, signed_event
-from flows.scoreboard import CACHE_CAPACITY
 from lb.commands.rebuild import staging_namespace
 from lb.settings import Settings
 from schemas.codec import ScoreEventCodec
@@ -261,7 +260,8 @@ Redis memory after the rebuild (`MEMORY USAGE key SAMPLES 0`, exact), bytes per 
 
 The dedupe sets hold each event id for the dedupe horizon's buckets (they expire);
 the boards are what stays. The job's own memory does not grow with players beyond
-its bounded cache ({CACHE_CAPACITY:,} (board, player) values per worker).
+its bounded cache (`LB_CACHE_PLAYERS` = {summary["cache_players"]:,} players per worker,
+held in up to two generations).
 """
 
 
@@ -336,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         "sizes": sizes,
         "scaling": scaling,
         "process_ratio": process_ratio,
+        "cache_players": settings.cache_players,
     }
     verified = all(run["verified"] for size in sizes for run in size["runs"])
     return publish(SECTION, summary, _markdown, verified, not args.no_doc)

@@ -33,7 +33,6 @@ from sources.kafka_source import ScoreTopicSource, StopSignal
 log = logging.getLogger(__name__)
 
 FLOW_ID = "scoreboard"
-CACHE_CAPACITY = 2_000_000
 
 
 def _install_stop_handlers(stop: StopSignal) -> None:
@@ -108,7 +107,7 @@ def build(
             lambda: job_redis_client(settings),
             namespace or settings.namespace,
             settings.dedupe_horizon_s * 1000,
-            CACHE_CAPACITY,
+            settings.cache_players,
             retry=Backoff(budget_s=settings.redis_retry_s),
         ),
     )

@@ -80,6 +80,10 @@ class Settings:
     batch_max: int = 5000
     snapshot_interval_s: int = 5
     dedupe_horizon_s: int = 300
+    #: Players whose board values each worker keeps in memory (a generational cache
+    #: that holds up to twice this many; ~0.5-0.6 KB each with 3 boards). A miss
+    #: costs a read in the batch's one read round trip, never correctness.
+    cache_players: int = 2_000_000
     #: How long the job keeps retrying an unreachable Redis (restart, failover, stall)
     #: before it fails loudly; 0 fails on the first error.
     redis_retry_s: int = 300
@@ -116,6 +120,8 @@ class Settings:
             )
         if self.dedupe_horizon_s < 1:
             raise ConfigError("LB_DEDUPE_HORIZON_S must be at least 1")
+        if self.cache_players < 1:
+            raise ConfigError("LB_CACHE_PLAYERS must be at least 1")
         if self.redis_retry_s < 0 or self.kafka_retry_s < 0:
             raise ConfigError("LB_REDIS_RETRY_S and LB_KAFKA_RETRY_S must not be negative")
         if self.redis_timeout_s < 1:
@@ -184,6 +190,7 @@ class Settings:
             batch_max=_int(env, "LB_BATCH_MAX", 5000),
             snapshot_interval_s=_int(env, "LB_SNAPSHOT_INTERVAL_S", 5),
             dedupe_horizon_s=_int(env, "LB_DEDUPE_HORIZON_S", 300),
+            cache_players=_int(env, "LB_CACHE_PLAYERS", 2_000_000),
             redis_retry_s=_int(env, "LB_REDIS_RETRY_S", 300),
             redis_timeout_s=_int(env, "LB_REDIS_TIMEOUT_S", 10),
             kafka_retry_s=_int(env, "LB_KAFKA_RETRY_S", 300),

@@ -24,6 +24,9 @@ def test_random_stream_gives_the_oracle_boards_and_every_bad_record_once(
     kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
 ) -> None:
     stream, env = stream_and_env(kafka_bootstrap, topic, namespace, tmp_path, seed=7, count=6000)
+    # A cache far smaller than the 150 players x 4 games: values are evicted and
+    # read back from Redis all the time, and the boards must not notice.
+    env["LB_CACHE_PLAYERS"] = "7"
 
     done = lb(["run", "--until-end"], env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -56,6 +56,7 @@ def test_secrets_never_print(tmp_path: Path) -> None:
         ({"LB_REDIS_RETRY_S": "-1"}, "LB_REDIS_RETRY_S"),
         ({"LB_KAFKA_RETRY_S": "-5"}, "LB_KAFKA_RETRY_S"),
         ({"LB_REDIS_TIMEOUT_S": "0"}, "LB_REDIS_TIMEOUT_S"),
+        ({"LB_CACHE_PLAYERS": "0"}, "LB_CACHE_PLAYERS"),
     ],
 )
 def test_bad_settings_are_refused_with_the_variable_named(
@@ -83,3 +84,9 @@ def test_outage_budgets_default_to_five_minutes_and_can_be_set(tmp_path: Path) -
         }
     )
     assert (s.redis_retry_s, s.kafka_retry_s, s.redis_timeout_s) == (0, 60, 2)
+
+
+def test_the_planner_cache_size_is_a_setting(tmp_path: Path) -> None:
+    assert Settings.from_env({"LB_STATE_DIR": str(tmp_path)}).cache_players == 2_000_000
+    s = Settings.from_env({"LB_STATE_DIR": str(tmp_path), "LB_CACHE_PLAYERS": "250000"})
+    assert s.cache_players == 250_000
