@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -81,11 +82,18 @@ def _run(name: str, args: list[str], write_doc: bool) -> dict[str, Any]:
     argv = [sys.executable, "-m", f"bench.{name}", *args, *([] if write_doc else ["--no-doc"])]
     log(f"=== {' '.join(['python', *argv[1:]])}")
     started = time.monotonic()
-    done = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True, check=False)
-    log(f"=== bench.{name} exit {done.returncode} after {time.monotonic() - started:.0f} s")
-    if done.returncode != 0:
-        raise SystemExit(f"bench.{name} failed (exit {done.returncode}); nothing summarised")
-    summary: dict[str, Any] = json.loads(done.stdout)
+    child = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        stdout, _ = child.communicate()
+    except BaseException:
+        # Stopped (SIGTERM, Ctrl-C): the benchmark deletes its topics and keys on SIGTERM.
+        child.terminate()
+        child.wait(120)
+        raise
+    log(f"=== bench.{name} exit {child.returncode} after {time.monotonic() - started:.0f} s")
+    if child.returncode != 0:
+        raise SystemExit(f"bench.{name} failed (exit {child.returncode}); nothing summarised")
+    summary: dict[str, Any] = json.loads(stdout)
     return summary
 
 
@@ -103,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         help="run only these benchmarks (the summary leaves the rest out)",
     )
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     plan = QUICK if args.quick else FULL
     write_doc = not args.quick
     out = args.out or (Path(tempfile.mkdtemp(prefix="bench-")) if args.quick else DOC.parent)

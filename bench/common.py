@@ -60,6 +60,10 @@ def run_id() -> str:
     return uuid.uuid4().hex[:10]
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 # -- throwaway resources ---------------------------------------------------------
 
 
@@ -127,6 +131,9 @@ class Scratch:
                     log(f"could not delete topic {name}: {exc}")
 
     def __enter__(self) -> Scratch:
+        # A SIGTERM (a timeout, a stopped parent run) must still delete the run's
+        # topics, keys and jobs: make it unwind through __exit__.
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
         return self
 
     def __exit__(
