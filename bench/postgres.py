@@ -142,7 +142,7 @@ def _sigterm_unwinds() -> Iterator[None]:
         return
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
+        raise SystemExit(128 + signum)
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:

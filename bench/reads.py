@@ -51,6 +51,7 @@ import contextlib
 import dataclasses
 import os
 import random
+import signal
 import sys
 import time
 from array import array
@@ -657,6 +658,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.calls < 1 or min(args.players) < FRIENDS + 2:
         parser.error(f"need --calls >= 1 and --players >= {FRIENDS + 2}")
+    # A SIGTERM (a timeout, a stopped `python -m bench`) unwinds, so the boards are deleted.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     settings = Settings.from_env()
     info = machine()
     server: contextlib.AbstractContextManager[str | None] = (
