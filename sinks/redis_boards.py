@@ -49,6 +49,12 @@ TRANSIENT: tuple[type[BaseException], ...] = (
     redis.exceptions.RedisClusterException,
 )
 
+#: Connection errors no wait can fix: wrong credentials, a user without the rights.
+PERMANENT: tuple[type[BaseException], ...] = (
+    redis.AuthenticationError,
+    redis.exceptions.AuthorizationError,
+)
+
 #: Fail on the first error (tools and benchmarks that would rather stop than wait).
 NO_RETRY = Backoff(budget_s=0)
 
@@ -153,6 +159,7 @@ class RedisBoardStore:
                 what=what,
                 policy=self._retry,
                 transient=TRANSIENT,
+                permanent=PERMANENT,
                 setting="LB_REDIS_RETRY_S",
                 after_failure=self._forget_slots,
             )
@@ -330,6 +337,7 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
                 what="Redis connect",
                 policy=self._retry,
                 transient=TRANSIENT,
+                permanent=PERMANENT,
                 setting="LB_REDIS_RETRY_S",
             )
         except redis.RedisError as exc:

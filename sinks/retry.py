@@ -31,6 +31,7 @@ def call_with_retry(
     policy: Backoff,
     transient: tuple[type[BaseException], ...],
     setting: str,
+    permanent: tuple[type[BaseException], ...] = (),
     after_failure: Callable[[], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
@@ -40,7 +41,10 @@ def call_with_retry(
 
     ``after_failure`` runs after each transient failure (e.g. to refresh a
     cluster's slot map before the next attempt). Any other exception passes
-    through untouched. ``setting`` names the knob in the final error message.
+    through untouched, and so do ``permanent`` ones even where they subclass a
+    transient one (redis-py makes a wrong password a ``ConnectionError``:
+    waiting would not fix it). ``setting`` names the knob in the final error
+    message.
     """
     first_failure: float | None = None
     attempt = 0
@@ -48,6 +52,8 @@ def call_with_retry(
         try:
             result = call()
         except transient as exc:
+            if isinstance(exc, permanent):
+                raise
             now = clock()
             if first_failure is None:
                 first_failure = now

@@ -151,3 +151,22 @@ def test_kafka_errors_the_source_rides_out(code: int, transient: bool) -> None:
 
 def test_fatal_kafka_errors_always_stop_the_source() -> None:
     assert not is_transient(KafkaError(KafkaError._TRANSPORT, fatal=True))
+
+
+def test_permanent_errors_are_not_retried_even_when_they_subclass_a_transient_one() -> None:
+    class WrongPassword(ConnectionError):
+        pass
+
+    def call() -> None:
+        raise WrongPassword("invalid username-password pair")
+
+    with pytest.raises(WrongPassword):
+        call_with_retry(
+            call,
+            what="probe",
+            policy=Backoff(budget_s=60),
+            transient=(ConnectionError,),
+            permanent=(WrongPassword,),
+            setting="LB_TEST",
+            sleep=lambda s: pytest.fail("must not wait"),
+        )
