@@ -36,7 +36,8 @@ from lb.settings import Settings, child_environment
 from sources.producer import ensure_topic
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "docs" / "BENCHMARKS.md"
+#: Where sections go; ``python -m bench --quick`` points it at a scratch copy.
+DOC = Path(os.environ.get("LB_BENCH_DOC") or ROOT / "docs" / "BENCHMARKS.md")
 GAME = "g1"
 #: The exactly-once counters whose sum is "records that reached the boards".
 COUNTED = ("applied", "noop", "duplicate")

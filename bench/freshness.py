@@ -503,6 +503,9 @@ def _markdown(summary: dict[str, Any]) -> str:
         else ""
     )
     scale = "" if args["processes"] <= 1 else f", {args['processes']} processes"
+    target = f"{args['rate']:,.0f}/s"
+    if r.get("spike"):
+        target += f", {r['spike']['spike_rate']:,.0f}/s during the spike"
     title = f"{args['rate']:,.0f} events/s"
     spike_block = ""
     if r.get("spike"):
@@ -558,7 +561,7 @@ Machine: {machine_line(summary["machine"])}
 
 Job: `{r["job_command"]}` (tailing, recovery store on, 8 input partitions), first event
 applied {r["startup_s"]} s after start. Load: {r["produced"]:,} events over
-{r["produce_s"]} s = **{r["achieved_rate"]:,}/s achieved** (target {args["rate"]:,.0f}/s; Zipf
+{r["produce_s"]} s = **{r["achieved_rate"]:,}/s achieved** (target {target}; Zipf
 {args["zipf"]} over {args["players"]:,} players, {args["dup_ratio"]:.0%} duplicates,
 {args["bad_ratio"]:.0%} bad records) plus {r["probes"]:,} probes ({args["probe_rate"]:g}/s,
 {args["probe_players"]} probe players, strictly increasing scores), polled every

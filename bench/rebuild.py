@@ -214,6 +214,7 @@ def _markdown(summary: dict[str, Any]) -> str:
                 f"{mem['used_memory_growth_per_player']}",
             ]
         )
+    cache = summary.get("cache_players", 2_000_000)
     mem_table = table(
         [
             "players",
@@ -233,7 +234,7 @@ def _markdown(summary: dict[str, Any]) -> str:
         for s in scaling
     )
     procs = "\n".join(
-        f"* {fmt_int(n)} players: 2 processes rebuilt {fmt_ratio(r)} as fast as 1."
+        f"* {fmt_int(int(n))} players: 2 processes rebuilt {fmt_ratio(r)} as fast as 1."
         for n, r in summary["process_ratio"].items()
     )
     return f"""## Rebuild from Kafka and memory per player (`bench/rebuild.py`)
@@ -260,8 +261,8 @@ Redis memory after the rebuild (`MEMORY USAGE key SAMPLES 0`, exact), bytes per 
 
 The dedupe sets hold each event id for the dedupe horizon's buckets (they expire);
 the boards are what stays. The job's own memory does not grow with players beyond
-its bounded cache (`LB_CACHE_PLAYERS` = {summary["cache_players"]:,} players per worker,
-held in up to two generations).
+its bounded cache (`LB_CACHE_PLAYERS` = {cache:,} players per worker, held in up to
+two generations).
 """
 
 
