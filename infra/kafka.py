@@ -145,11 +145,23 @@ def _classpath(libs: Path) -> str:
     return f"{libs}/*"
 
 
+def new_cluster_id() -> str:
+    """A random KRaft cluster id (16 bytes, URL-safe base64) that parses as an id.
+
+    One in 64 such ids starts with ``-``, which the storage tool's argument
+    parser takes for an option ("expected one argument"); draw again then.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def format_storage(layout: KafkaLayout, libs: Path) -> None:
     """Format the KRaft log directory once; an already formatted one is kept."""
     if (layout.data_dir / "meta.properties").exists():
         return
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cluster_id = new_cluster_id()
     java = require_binary("java", "openjdk-17-jre-headless")
     argv = [
         java,
