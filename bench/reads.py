@@ -616,8 +616,8 @@ and `around` needs that rank too; `ZREVRANK` walks the skip list in O(log N)
 whatever the size. The top-10 and the friends board touch a handful of entries
 in either store, so there the ratio is per-call overhead, and PostgreSQL can come
 out ahead: psycopg's one prepared statement against the readers' redis-py calls
-(the uncached friends board is four Redis round trips: the `DEL`, the script that
-finds the friends, `ZMSCORE`, and the `MULTI` that caches the answer; the
+(the uncached friends board is three Redis round trips: the `DEL`, the script
+that finds and scores the friends, and the `MULTI` that caches the answer; the
 cache-hit row is what a repeated request costs). With fewer than 100 calls timed,
 "p99" is the slowest call. Bytes per player: Redis `MEMORY USAGE` of the board
 key; PostgreSQL `pg_total_relation_size` (table, primary key and rank index).

@@ -209,7 +209,7 @@ def members_with_scores(pairs: Sequence[tuple[bytes | str, float]]) -> list[Memb
     return [Member(text(member), composite_of(score)) for member, score in pairs]
 
 
-def _flat_members(flat: Sequence[Any]) -> list[Member]:
+def flat_members(flat: Sequence[Any]) -> list[Member]:
     """Members of a raw ``member, score, member, score, ...`` reply (from Lua)."""
     return [Member(text(flat[i]), composite_of(flat[i + 1])) for i in range(0, len(flat) - 1, 2)]
 
@@ -519,7 +519,7 @@ class BoardReader:
         if reply is None:
             return None
         rank0, flat = int(reply[0]), reply[1]
-        above, me, below = split_window(_flat_members(flat), rank0 - max(0, rank0 - k))
+        above, me, below = split_window(flat_members(flat), rank0 - max(0, rank0 - k))
         return rank0 + 1, above, me, below
 
     def _around_sharded(

@@ -6,11 +6,15 @@ by the same order as the global board (``domain.ranking.rank_members``) and
 numbered 1..n among themselves; players without a score on that board are
 left out.
 
-One board costs, on a cache miss, three round trips whatever the number of
-friends: one read-only script that answers the cached board or, failing
-that, the friend set (``SMEMBERS``); one pipeline of ``ZMSCORE`` (one per
-shard key, just one for an unsharded game); one ``MULTI`` that stores the
-answer. A hit costs the first trip only.
+One board costs, on a cache miss, two round trips for an unsharded game
+whatever the number of friends: one read-only script that answers the cached
+board or, failing that, looks the friends up (``SMEMBERS``) and scores them
+(``ZMSCORE``) where they live, returning only those on the board; then one
+``MULTI`` that stores the answer. A sharded game's players live under other
+hash tags than the friend set, which a script may not reach, so there the
+script answers the cache or the friend set and one pipeline of ``ZMSCORE``
+(one per shard key) goes between: three trips. A hit costs the first trip
+only.
 
 The answer is cached in Redis for a few seconds (a jittered TTL, so boards
 computed together do not expire together), because a popular player's
@@ -33,7 +37,7 @@ from domain.games import GameCatalog
 from domain.keys import LIVE_NAMESPACE, GroupKeys, shard_tag
 from domain.ranking import Entry, Member, composite_of, entries, jittered_ttl_ms, rank_members
 from readers import RedisClient
-from readers.boards import BoardReader, call, check_player_id, execute, text
+from readers.boards import Board, BoardReader, call, check_player_id, execute, flat_members, text
 
 __all__ = [
     "DEFAULT_CACHE_TTL_MS",
@@ -58,6 +62,34 @@ CACHED_OR_FRIENDS = """
 local v = redis.call('HGET', KEYS[1], ARGV[1])
 if v then return {1, v, redis.call('PTTL', KEYS[1])} end
 return {0, redis.call('SMEMBERS', KEYS[2])}
+"""
+
+#: KEYS[1] cache hash, KEYS[2] friend set, KEYS[3] the (unsharded) board;
+#: ARGV[1] window id, ARGV[2] the player. All three keys share the game's hash
+#: tag. Returns {1, cached JSON, PTTL} on a hit, {0, {member, score, ...}} of
+#: the player and friends that are on the board on a miss. ZMSCORE is sent in
+#: chunks because Lua's unpack() stops near 8,000 values and a friend set may
+#: have grown past that over many calls.
+CACHED_OR_SCORED = """
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if v then return {1, v, redis.call('PTTL', KEYS[1])} end
+local members = {ARGV[2]}
+for _, m in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  if m ~= ARGV[2] then members[#members + 1] = m end
+end
+local found = {}
+for first = 1, #members, 1000 do
+  local last = math.min(first + 999, #members)
+  local scores = redis.call('ZMSCORE', KEYS[3], unpack(members, first, last))
+  for i = first, last do
+    local score = scores[i - first + 1]
+    if score then
+      found[#found + 1] = members[i]
+      found[#found + 1] = score
+    end
+  end
+end
+return {0, found}
 """
 
 
@@ -159,7 +191,7 @@ class FriendsReader:
     def list_friends(self, game_id: str, player_id: str) -> list[str]:
         """The playerIds ``player`` follows, sorted."""
         fkey, _ = self._keys(game_id, player_id)
-        return sorted(text(m) for m in call(self._client.smembers, fkey))
+        return sorted(self._smembers(fkey))
 
     # -- the board --------------------------------------------------------------------
 
@@ -168,21 +200,61 @@ class FriendsReader:
         fkey, ckey = self._keys(game_id, player_id)
         board = self._boards.board(game_id, window_spec, now_ms)
         window_id = board.window.id
-        reply = call(self._client.eval, CACHED_OR_FRIENDS, 2, ckey, fkey, window_id)
-        if int(reply[0]) == 1:
-            cached = _cached_entries(reply[1])
+        if board.sharded:
+            hit, found = self._scored_sharded(board, ckey, fkey, player_id)
+        else:
+            reply = call(
+                self._client.eval,
+                CACHED_OR_SCORED,
+                3,
+                ckey,
+                fkey,
+                board.keys[0],
+                window_id,
+                player_id,
+            )
+            hit, found = (reply, []) if int(reply[0]) == 1 else (None, flat_members(reply[1]))
+        if hit is not None:
+            cached = _cached_entries(hit[1])
             if cached is not None:
                 return {
                     "window": window_id,
                     "entries": cached,
                     "cached": True,
-                    "ttl": _seconds(int(reply[2])),
+                    "ttl": _seconds(int(hit[2])),
                 }
-            friends = [text(m) for m in call(self._client.smembers, fkey)]
-        else:
-            friends = [text(m) for m in reply[1]]
+            # A cached value that is not a board: recompute it the sharded way,
+            # which reads the friend set and scores by themselves.
+            found = self._scores(board, player_id, self._smembers(fkey))
+        ranked = rank_members(found)
+        lines = entries(ranked, 1, board.codec, max(len(ranked), 1))
 
-        # One ZMSCORE per shard key holding any of them, all in one pipeline.
+        ttl_ms = jittered_ttl_ms(self._ttl_ms, self._jitter, self._rng.random())
+        pipe = self._client.pipeline(transaction=True)
+        pipe.hset(ckey, window_id, json.dumps(lines, separators=(",", ":")))
+        pipe.pexpire(ckey, ttl_ms, nx=True)
+        pipe.pttl(ckey)
+        remaining = int(execute(pipe)[2])
+        return {"window": window_id, "entries": lines, "cached": False, "ttl": _seconds(remaining)}
+
+    def _smembers(self, fkey: str) -> list[str]:
+        """The friend set's members as text."""
+        return [text(m) for m in call(self._client.smembers, fkey)]
+
+    def _scored_sharded(
+        self, board: Board, ckey: str, fkey: str, player_id: str
+    ) -> tuple[list[Any] | None, list[Member]]:
+        """A cache hit's reply, or the scored members (friends first found by the script)."""
+        reply = call(self._client.eval, CACHED_OR_FRIENDS, 2, ckey, fkey, board.window.id)
+        if int(reply[0]) == 1:
+            return reply, []
+        return None, self._scores(board, player_id, [text(m) for m in reply[1]])
+
+    def _scores(self, board: Board, player_id: str, friends: list[str]) -> list[Member]:
+        """The player and ``friends`` that are on ``board``, with their composites.
+
+        One ZMSCORE per shard key holding any of them, all in one pipeline.
+        """
         by_shard: defaultdict[int, list[str]] = defaultdict(list)
         for member in dict.fromkeys([player_id, *friends]):
             by_shard[board.shard_index(member)].append(member)
@@ -196,16 +268,7 @@ class FriendsReader:
                 for member, score in zip(members, scores, strict=True)
                 if score is not None
             ]
-        ranked = rank_members(found)
-        lines = entries(ranked, 1, board.codec, max(len(ranked), 1))
-
-        ttl_ms = jittered_ttl_ms(self._ttl_ms, self._jitter, self._rng.random())
-        pipe = self._client.pipeline(transaction=True)
-        pipe.hset(ckey, window_id, json.dumps(lines, separators=(",", ":")))
-        pipe.pexpire(ckey, ttl_ms, nx=True)
-        pipe.pttl(ckey)
-        remaining = int(execute(pipe)[2])
-        return {"window": window_id, "entries": lines, "cached": False, "ttl": _seconds(remaining)}
+        return found
 
 
 def _seconds(pttl: int) -> int:

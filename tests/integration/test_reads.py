@@ -428,3 +428,23 @@ def test_friends_keys_share_the_game_slot_and_validate(
         reader.add("nope", "me", ["a"])
     # A lonely player without a score has an empty board.
     assert reader.board("g", "nobody", "alltime", now_ms=NOW_MS)["entries"] == []
+
+
+@pytest.mark.parametrize("game", ["g", "sh"])
+def test_friends_board_survives_a_corrupt_cache_and_a_self_follow(
+    client: Any, catalog: GameCatalog, namespace: str, game: str
+) -> None:
+    """State the API never writes (a self-follow, a cache value that is not a board)."""
+    write(client, namespace, game, "alltime", {"a": (4, 1), "me": (2, 0), "z": (9, 0)})
+    reader = FriendsReader(client, catalog, namespace, rng=random.Random(2))
+    reader.add(game, "me", ["a", "ghost"])
+    client.sadd(friends_key(namespace, game, "me"), "me")  # written behind the API's back
+    expected = [
+        {"rank": 1, "playerId": "a", "score": 4},
+        {"rank": 2, "playerId": "me", "score": 2},
+    ]
+    assert reader.board(game, "me", "alltime", now_ms=NOW_MS)["entries"] == expected
+    client.hset(friends_cache_key(namespace, game, "me"), "alltime", "{not json")
+    again = reader.board(game, "me", "alltime", now_ms=NOW_MS)
+    assert again["cached"] is False and again["entries"] == expected
+    assert reader.board(game, "me", "alltime", now_ms=NOW_MS)["cached"] is True
