@@ -2,7 +2,7 @@
 
 Usage (from the repository root, with the services up: ``.venv/bin/lb up``)::
 
-    .venv/bin/python -m bench            # ~30 min; rewrites docs/BENCHMARKS.md
+    .venv/bin/python -m bench            # ~35 min on 2 cores; rewrites docs/BENCHMARKS.md
     .venv/bin/python -m bench --quick    # small sizes, a smoke test; writes to a temp dir
                                          # (a copy of the doc there, every section rendered)
 
@@ -100,6 +100,37 @@ def _run(name: str, args: list[str]) -> dict[str, Any]:
     return summary
 
 
+def _save(out: Path, run: dict[str, Any], results: dict[str, list[dict[str, Any]]]) -> None:
+    """``benchmarks.json``: the run (command, machine, minutes) and every benchmark's summary."""
+    doc = {"run": run, "benchmarks": results}
+    (out / "benchmarks.json").write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def _render_sections(results: dict[str, list[dict[str, Any]]], doc: Path) -> None:
+    """Every benchmark's own section again, from its saved summary."""
+    from bench import freshness, ingest, reads, rebuild
+
+    for summary in results.get("ingest", []):
+        write_section(ingest.SECTION, ingest.markdown(summary), doc)
+    for summary in results.get("freshness", []):
+        write_section(freshness.section_of(summary["args"]), freshness.markdown(summary), doc)
+    for summary in results.get("reads", []):
+        write_section(reads.SECTION, reads.markdown(summary), doc)
+    for summary in results.get("rebuild", []):
+        write_section(rebuild.SECTION, rebuild.markdown(summary), doc)
+
+
+def _summarise(
+    results: dict[str, list[dict[str, Any]]], run: dict[str, Any], out: Path, doc: Path
+) -> None:
+    """The chart and the ``bench.summary`` section, from one run's summaries."""
+    chart = out / "benchmarks.png"
+    draw(results, chart)
+    body = headline_markdown(results, run["command"], run["machine"], run["minutes"], chart.name)
+    write_section("bench.summary", body, doc)
+    log(f"chart {chart}; summary in {doc}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run everything; the summary path on stdout."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
@@ -113,6 +144,13 @@ def main(argv: list[str] | None = None) -> int:
         choices=sorted(FULL),
         help="run only these benchmarks (the summary leaves the rest out)",
     )
+    parser.add_argument(
+        "--render",
+        type=Path,
+        metavar="JSON",
+        help="run nothing: rewrite every section, the headline table and the chart "
+        "from a saved benchmarks.json (after a change to how they are drawn)",
+    )
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     plan = QUICK if args.quick else FULL
@@ -125,22 +163,28 @@ def main(argv: list[str] | None = None) -> int:
         if DOC.exists():
             shutil.copy(DOC, doc)
         os.environ["LB_BENCH_DOC"] = str(doc)
+    if args.render is not None:
+        saved = json.loads(args.render.read_text())
+        _render_sections(saved["benchmarks"], doc)
+        _summarise(saved["benchmarks"], saved["run"], out, doc)
+        print(out)
+        return 0
     info = machine()
     results: dict[str, list[dict[str, Any]]] = {}
+    run = {
+        "command": ".venv/bin/python -m bench" + (" --quick" if args.quick else ""),
+        "machine": machine_line(info),
+        "minutes": 0.0,
+    }
     started = time.monotonic()
     for name, runs in plan.items():
         if args.only and name not in args.only:
             continue
         results[name] = [_run(name, run_args) for run_args in runs]
+        run["minutes"] = round((time.monotonic() - started) / 60, 1)
         # Saved as each benchmark ends: a later failure keeps what was measured.
-        (out / "benchmarks.json").write_text(json.dumps(results, indent=2) + "\n")
-    minutes = (time.monotonic() - started) / 60
-    chart = out / "benchmarks.png"
-    draw(results, chart)
-    command = ".venv/bin/python -m bench" + (" --quick" if args.quick else "")
-    body = headline_markdown(results, command, machine_line(info), minutes, chart.name)
-    write_section("bench.summary", body, doc)
-    log(f"chart {chart}; summary in {doc}")
+        _save(out, run, results)
+    _summarise(results, run, out, doc)
     print(out)
     return 0
 

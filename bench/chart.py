@@ -19,6 +19,8 @@ matplotlib.use("Agg")  # files only: no display on a server
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
+from bench.headline import processes
+
 Results = Mapping[str, Sequence[Mapping[str, Any]]]
 
 
@@ -97,7 +99,7 @@ def _rebuild(ax: Axes, summary: Mapping[str, Any]) -> None:
             [p / 1e6 for p, _ in points],
             [s for _, s in points],
             marker="o",
-            label=f"{procs} process(es)",
+            label=processes(procs),
         )
     ax.set_xlabel("million players")
     ax.set_ylabel("seconds")

@@ -387,6 +387,17 @@ def percentile(sorted_values: Sequence[float], q: float) -> float | None:
     return sorted_values[min(rank, len(sorted_values)) - 1]
 
 
+def _git(*args: str) -> str | None:
+    """A git command's output in the repository, or None without git."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False
+        )
+    except OSError:
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
 def machine() -> dict[str, Any]:
     """Where the figures come from: cores, CPU model, load, versions, commit, date."""
     model = "unknown"
@@ -397,15 +408,10 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.strip()
-    except OSError:
-        commit = ""
+    commit = _git("rev-parse", "--short", "HEAD") or ""
+    # The files a benchmark run writes itself do not count as changes.
+    written = [f":!docs/{name}" for name in ("BENCHMARKS.md", "benchmarks.json", "benchmarks.png")]
+    changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *written)
     try:
         from importlib.metadata import version
 
@@ -419,6 +425,7 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "bytewax": bytewax_version,
         "commit": commit,
+        "uncommitted": changed != "",  # unknown (None) counts as changed
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
@@ -428,7 +435,9 @@ def machine_line(info: Mapping[str, Any]) -> str:
     return (
         f"{info['date']}; {info['nproc']} cores ({info['cpu_model']}), load average at start "
         f"{', '.join(str(x) for x in info['loadavg_at_start'])}; Python {info['python']}, "
-        f"Bytewax {info['bytewax']}; commit `{info['commit'] or '?'}` (plus uncommitted work)"
+        f"Bytewax {info['bytewax']}; commit `{info['commit'] or '?'}`"
+        # Older summaries did not record it: say so rather than claim a clean tree.
+        + (" (plus uncommitted work)" if info.get("uncommitted", True) else "")
     )
 
 

@@ -42,6 +42,7 @@ import multiprocessing
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -465,7 +466,18 @@ def _spike_report(
     }
 
 
-def _markdown(summary: dict[str, Any]) -> str:
+def section_of(args: Mapping[str, Any]) -> str:
+    """The doc section of one run: rate, spike and process count make it distinct."""
+    section = f"bench.freshness.{int(args['rate'])}"
+    if args["spike_factor"] > 1:
+        section = f"bench.freshness.spike.{int(args['rate'])}x{args['spike_factor']:g}"
+    if args["processes"] > 1:
+        section += f".p{args['processes']}"
+    return section
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    """The benchmark's section of docs/BENCHMARKS.md, from its JSON summary."""
     r = summary["result"]
     args = summary["args"]
     lat, ack, after = r["latency_ms"], r["ack_ms"], r["visible_after_ack_ms"]
@@ -647,12 +659,7 @@ def main(argv: list[str] | None = None) -> int:
         "result": result,
     }
     if result["verified"] and not args.no_doc:
-        section = f"bench.freshness.{int(args.rate)}"
-        if args.spike_factor > 1:
-            section = f"bench.freshness.spike.{int(args.rate)}x{args.spike_factor:g}"
-        if args.processes > 1:
-            section += f".p{args.processes}"
-        write_section(section, _markdown(summary))
+        write_section(section_of(summary["args"]), markdown(summary))
         log("wrote docs/BENCHMARKS.md")
     emit(summary)
     return 0 if result["verified"] else 1

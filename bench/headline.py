@@ -14,7 +14,22 @@ Results = Mapping[str, Sequence[Mapping[str, Any]]]
 
 
 def _ratio(a: float | None, b: float | None) -> str:
-    return "-" if a is None or not b else f"{a / b:.2f}x"
+    """``a / b`` to about three significant figures: 0.62x, 10.1x, 4,249x."""
+    if a is None or not b:
+        return "-"
+    ratio = a / b
+    if ratio >= 100:
+        return f"{ratio:,.0f}x"
+    return f"{ratio:.1f}x" if ratio >= 10 else f"{ratio:.2f}x"
+
+
+def processes(count: int) -> str:
+    """``1 process``, ``2 processes``."""
+    return f"{count} process" if count == 1 else f"{count} processes"
+
+
+def _eps(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f} events/s"
 
 
 def _int(value: float | None) -> str:
@@ -29,29 +44,29 @@ def ingest_rows(summary: Mapping[str, Any]) -> list[list[str]]:
     two = summary["jobs"]["2"]["steady_eps"]
     ceiling = summary["ceiling"]["eps"]
     return [
-        ["ingest", "reference updater (1 MULTI/EXEC of 3 ZADD per event)", _int(ref), "1.00x"],
+        ["ingest", "reference updater (1 MULTI/EXEC of 3 ZADD per event)", _eps(ref), "1.00x"],
         [
             "ingest",
             "Redis ceiling (every update, pipelined multi-element ZADD)",
-            _int(redis_ceiling),
+            _eps(redis_ceiling),
             _ratio(redis_ceiling, ref),
         ],
         [
             "ingest",
             "the job, 1 process (steady)",
-            _int(one),
+            _eps(one),
             f"{_ratio(one, ref)}; {_ratio(one, redis_ceiling)} the Redis ceiling",
         ],
         [
             "ingest",
             "the job, 2 processes (steady)",
-            _int(two),
+            _eps(two),
             f"{_ratio(two, ref)}; {_ratio(two, one)} 1 process",
         ],
         [
             "ingest",
             "decode + verify only, 1 thread (no Redis)",
-            _int(ceiling),
+            _eps(ceiling),
             f"{_ratio(ceiling, ref)}; the job's 1 process is {_ratio(one, ceiling)} of it",
         ],
     ]
@@ -136,7 +151,7 @@ def memory_rows(
                 [
                     "memory",
                     f"the job's peak RSS growth, {step['from']:,} → {step['to']:,} players, "
-                    f"{step['processes']} process(es)",
+                    f"{processes(step['processes'])}",
                     f"{step['rss_growth_bytes_per_player']} B per added player",
                     "bounded cache",
                 ]
@@ -168,7 +183,7 @@ def rebuild_rows(summary: Mapping[str, Any]) -> list[list[str]]:
             rows.append(
                 [
                     "rebuild",
-                    f"`lb rebuild` of {size['players']:,} players, {run['processes']} process(es)",
+                    f"`lb rebuild` of {size['players']:,} players, {processes(run['processes'])}",
                     f"{run['seconds']} s",
                     f"{run['players_per_s']:,} players/s",
                 ]
@@ -177,7 +192,7 @@ def rebuild_rows(summary: Mapping[str, Any]) -> list[list[str]]:
         rows.append(
             [
                 "rebuild",
-                f"scaling {step['from']:,} → {step['to']:,}, {step['processes']} process(es)",
+                f"scaling {step['from']:,} → {step['to']:,}, {processes(step['processes'])}",
                 f"{step['players_ratio']:g}x the players",
                 f"{step['time_ratio']:.2f}x the time",
             ]

@@ -608,7 +608,8 @@ def _others(result: dict[str, Any]) -> str:
     return "others' CPU unknown" if other is None else f"others used {other} cores"
 
 
-def _markdown(summary: dict[str, Any]) -> str:
+def markdown(summary: dict[str, Any]) -> str:
+    """The benchmark's section of docs/BENCHMARKS.md, from its JSON summary."""
     args = summary["args"]
     produced = summary["produced"]
     ceiling = summary["ceiling"]
@@ -864,7 +865,7 @@ def main(argv: list[str] | None = None) -> int:
     verified = stages["verified"] and all(
         run["verified"] for entries in runs.values() for run in entries
     )
-    return publish(SECTION, summary, _markdown, verified, not args.no_doc)
+    return publish(SECTION, summary, markdown, verified, not args.no_doc)
 
 
 if __name__ == "__main__":

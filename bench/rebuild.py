@@ -53,6 +53,7 @@ from bench.common import (
     session_rss_bytes,
     table,
 )
+from bench.headline import processes
 from domain.signing import parse_keyring, signed_event
 from lb.commands.rebuild import staging_namespace
 from lb.settings import Settings
@@ -186,7 +187,8 @@ def _memory(client: Any, namespace: str, players: int, used_before: int) -> dict
     }
 
 
-def _markdown(summary: dict[str, Any]) -> str:
+def markdown(summary: dict[str, Any]) -> str:
+    """The benchmark's section of docs/BENCHMARKS.md, from its JSON summary."""
     rows = []
     mem_rows = []
     for size in summary["sizes"]:
@@ -228,7 +230,7 @@ def _markdown(summary: dict[str, Any]) -> str:
     )
     scaling = summary["scaling"]
     scale_lines = "\n".join(
-        f"* {fmt_int(s['from'])} → {fmt_int(s['to'])} players, {s['processes']} process(es): "
+        f"* {fmt_int(s['from'])} → {fmt_int(s['to'])} players, {processes(s['processes'])}: "
         f"{fmt_ratio(s['players_ratio'])} the players took {fmt_ratio(s['time_ratio'])} the time; "
         f"the job's peak memory grew {s['rss_growth_bytes_per_player']} bytes per added player."
         for s in scaling
@@ -340,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         "cache_players": settings.cache_players,
     }
     verified = all(run["verified"] for size in sizes for run in size["runs"])
-    return publish(SECTION, summary, _markdown, verified, not args.no_doc)
+    return publish(SECTION, summary, markdown, verified, not args.no_doc)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from bench.headline import headline_markdown, ingest_rows, reads_rows, rebuild_rows
+from bench.common import machine_line
+from bench.headline import headline_markdown, ingest_rows, processes, reads_rows, rebuild_rows
 
 pytestmark = pytest.mark.unit
 
@@ -29,10 +30,10 @@ def test_ingest_ratios_are_against_the_same_runs_reference() -> None:
     rows = ingest_rows(_ingest(ref=2000, redis=10_000, one=30_000, two=45_000, ceiling=120_000))
     assert _cells(rows, "Redis ceiling")[3] == "5.00x"
     one = _cells(rows, "the job, 1 process")
-    assert one[2] == "30,000"
-    assert one[3] == "15.00x; 3.00x the Redis ceiling"
-    assert _cells(rows, "the job, 2 processes")[3] == "22.50x; 1.50x 1 process"
-    assert _cells(rows, "decode")[3] == "60.00x; the job's 1 process is 0.25x of it"
+    assert one[2] == "30,000 events/s"
+    assert one[3] == "15.0x; 3.00x the Redis ceiling"
+    assert _cells(rows, "the job, 2 processes")[3] == "22.5x; 1.50x 1 process"
+    assert _cells(rows, "decode")[3] == "60.0x; the job's 1 process is 0.25x of it"
 
 
 def test_reads_compare_the_largest_size_only_where_both_stores_answered() -> None:
@@ -45,7 +46,7 @@ def test_reads_compare_the_largest_size_only_where_both_stores_answered() -> Non
     rows = reads_rows({"sizes": [small, big]})
     assert len(rows) == 1
     assert rows[0][1] == "rank at 100 players (p50 / p99 ms)"
-    assert rows[0][3] == "PostgreSQL p50 = 800.00x Redis"
+    assert rows[0][3] == "PostgreSQL p50 = 800x Redis"
 
 
 def test_rebuild_scaling_rows() -> None:
@@ -67,3 +68,47 @@ def test_missing_parts_are_left_out_not_guessed() -> None:
     )
     assert "| ingest |" in text
     assert "| reads |" not in text and "| rebuild |" not in text
+
+
+def test_ratios_keep_about_three_significant_figures() -> None:
+    rows = reads_rows(
+        {
+            "sizes": [
+                {
+                    "players": 9,
+                    "redis": {op: {"p50": 1.0, "p99": 1.0} for op in ("a", "b", "c", "d")},
+                    "postgres": {
+                        "a": {"p50": 0.456, "p99": 1.0},
+                        "b": {"p50": 12.34, "p99": 1.0},
+                        "c": {"p50": 4248.88, "p99": 1.0},
+                        "d": {"p50": 123456.0, "p99": 1.0},
+                    },
+                }
+            ]
+        }
+    )
+    assert [row[3].split(" = ")[1] for row in rows] == [
+        "0.46x Redis",
+        "12.3x Redis",
+        "4,249x Redis",
+        "123,456x Redis",
+    ]
+
+
+def test_process_counts_read_as_words() -> None:
+    assert (processes(1), processes(2)) == ("1 process", "2 processes")
+
+
+def test_machine_line_says_uncommitted_only_when_it_was_or_is_unknown() -> None:
+    info = {
+        "date": "d",
+        "nproc": 2,
+        "cpu_model": "cpu",
+        "loadavg_at_start": [0.1, 0.2, 0.3],
+        "python": "3.11",
+        "bytewax": "0.21",
+        "commit": "abc1234",
+    }
+    assert machine_line(info).endswith("commit `abc1234` (plus uncommitted work)")
+    assert machine_line({**info, "uncommitted": False}).endswith("commit `abc1234`")
+    assert machine_line({**info, "uncommitted": True}).endswith("(plus uncommitted work)")
