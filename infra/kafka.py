@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from domain.errors import ServiceError
-from infra.process import log_tail, port_open, require_binary, spawn, wait_until
+from infra.process import log_tail, port_open, require_binary, spawn, started, wait_until
 
 KAFKA_VERSION = "4.1.1"
 POM = Path(__file__).parent / "kafka" / "pom.xml"
@@ -205,8 +205,12 @@ def start(layout: KafkaLayout, cache_dir: Path, timeout_s: float = 90.0) -> int:
     ]
     pid = spawn(argv, layout.stdout_log, cwd=layout.home)
     bootstrap = f"127.0.0.1:{layout.port}"
-    wait_until(lambda: answers_metadata(bootstrap), timeout_s, "Kafka", pid, layout.server_log)
-    return pid
+    return started(
+        pid,
+        lambda: wait_until(
+            lambda: answers_metadata(bootstrap), timeout_s, "Kafka", pid, layout.server_log
+        ),
+    )
 
 
 def answers_metadata(bootstrap: str, timeout_s: float = 2.0) -> bool:

@@ -119,6 +119,21 @@ def stop_pid(pid: int | None, timeout_s: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+def started(pid: int, wait: Callable[[], None]) -> int:
+    """``pid`` once ``wait`` returns; if it raises, the process is stopped first.
+
+    ``lb down`` stops only the pids ``lb up`` recorded, and a pid is recorded
+    only after its server is ready: a server that failed to become ready in
+    time must not live on unrecorded, holding its port for the next start.
+    """
+    try:
+        wait()
+    except BaseException:
+        stop_pid(pid)
+        raise
+    return pid
+
+
 def require_binary(binary: str, apt_package: str) -> str:
     """Path of ``binary``; installs ``apt_package`` with apt-get when running as root."""
     found = shutil.which(binary)

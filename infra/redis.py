@@ -13,11 +13,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from domain.errors import ServiceError
-from infra.process import port_open, require_binary, spawn, wait_until
+from infra.process import port_open, require_binary, spawn, started, wait_until
 
 CLUSTER_SIZE = 3
+#: How long a node may take to answer at all after it starts.
+START_TIMEOUT_S = 30.0
+#: How long a node that answers may spend loading its AOF (-LOADING replies):
+#: a dev Redis that held 10M-player benchmark boards reloads GBs of AOF.
+LOAD_TIMEOUT_S = 900.0
 
 
 @dataclass(frozen=True)
@@ -29,6 +36,8 @@ class RedisNode:
     cluster: bool = False
     #: How long a cluster node may be unreachable before its replica takes over.
     cluster_node_timeout_ms: int = 5000
+    #: More ``redis.conf`` lines (tests: e.g. ``key-load-delay`` to slow loading).
+    extra_config: tuple[str, ...] = ()
 
     @property
     def conf(self) -> Path:
@@ -60,32 +69,66 @@ def _write_conf(node: RedisNode) -> None:
             "cluster-config-file nodes.conf",
             f"cluster-node-timeout {node.cluster_node_timeout_ms}",
         ]
+    lines += node.extra_config
     node.conf.write_text("\n".join(lines) + "\n")
+
+
+def state(port: int) -> str:
+    """``"ready"``, ``"loading"`` (it answers, still reading its AOF) or ``"down"``."""
+    if not port_open("127.0.0.1", port):
+        return "down"
+    try:
+        # No retries: redis-py's default backs off for seconds on -LOADING (a
+        # ConnectionError to it), which would hide the very state asked for.
+        client = redis.Redis(
+            host="127.0.0.1",
+            port=port,
+            socket_timeout=1.0,
+            retry=Retry(NoBackoff(), 0),
+        )
+        try:
+            client.ping()
+            return "ready"
+        finally:
+            client.close()
+    except redis.BusyLoadingError:
+        return "loading"
+    except redis.RedisError:
+        return "down"
 
 
 def pings(port: int) -> bool:
     """True when the node on ``port`` answers PING (and is not still loading its AOF)."""
-    if not port_open("127.0.0.1", port):
-        return False
-    try:
-        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1.0)
-        try:
-            return bool(client.ping())
-        finally:
-            client.close()
-    except redis.RedisError:
-        return False
+    return state(port) == "ready"
 
 
-def start_node(node: RedisNode, timeout_s: float = 30.0) -> int:
-    """Start one node and wait for PING; returns its pid."""
+def wait_ready(
+    node: RedisNode,
+    pid: int | None,
+    timeout_s: float = START_TIMEOUT_S,
+    load_timeout_s: float = LOAD_TIMEOUT_S,
+) -> None:
+    """Wait until ``node`` answers, then until it has loaded its data.
+
+    Two budgets, because loading is progress: a node silent for ``timeout_s``
+    has failed, but one replying ``-LOADING`` gets ``load_timeout_s`` more.
+    """
+    what = f"Redis :{node.port}"
+    wait_until(lambda: state(node.port) != "down", timeout_s, what, pid, node.log)
+    wait_until(lambda: pings(node.port), load_timeout_s, f"{what} loading its AOF", pid, node.log)
+
+
+def start_node(node: RedisNode, timeout_s: float = START_TIMEOUT_S) -> int:
+    """Start one node and wait until it is ready; returns its pid.
+
+    A node that does not become ready is stopped before the error is raised.
+    """
     if port_open("127.0.0.1", node.port):
         raise ServiceError(f"port {node.port} is already taken by another program")
     server = require_binary("redis-server", "redis-server")
     _write_conf(node)
     pid = spawn([server, str(node.conf)], node.home / "stdout.log", cwd=node.home)
-    wait_until(lambda: pings(node.port), timeout_s, f"Redis :{node.port}", pid, node.log)
-    return pid
+    return started(pid, lambda: wait_ready(node, pid, timeout_s))
 
 
 def cluster_ok(port: int) -> bool:

@@ -83,8 +83,7 @@ def up(
     r_port = redis_port or record.get("redis_port") or DEFAULT_REDIS_PORT
 
     if pid_alive(record.get("redis_pid")) and record.get("redis_port") == r_port:
-        node = dirs.redis(r_port)
-        wait_until(lambda: redis_infra.pings(r_port), 30, "Redis", record["redis_pid"], node.log)
+        redis_infra.wait_ready(dirs.redis(r_port), record["redis_pid"])
     else:
         record["redis_pid"] = redis_infra.start_node(dirs.redis(r_port))
         record["redis_port"] = r_port

@@ -11,11 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from domain.errors import ServiceError
+from infra import redis as redis_infra
 from infra import services as svc
-from infra.process import pid_alive, port_open
+from infra.process import pid_alive, port_open, spawn, stop_pid, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -154,3 +157,60 @@ def test_service_lifecycle_in_a_private_state_dir(tmp_path: Path, services: dict
     assert not any(pid_alive(p) for p in pids)
     assert not port_open("127.0.0.1", ports["kafka_port"])
     assert not port_open("127.0.0.1", ports["redis_port"])
+
+
+def test_a_redis_loading_its_aof_is_waited_for_and_a_failed_start_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    """``-LOADING`` is progress, not failure; a node that misses its budget is stopped.
+
+    A dev Redis that held benchmark boards reloads GBs of AOF for a minute or more;
+    ``lb up`` once gave up after 30 s and left that server running unrecorded on the
+    port. ``key-load-delay`` (us per command) makes a 20,000-command AOF load for ~9 s
+    (Redis serves clients only between batches of 1,024 replayed commands).
+    """
+    port = 26989
+    node = redis_infra.RedisNode(
+        home=tmp_path / "slow",
+        port=port,
+        extra_config=("key-load-delay 400",),
+    )
+    pid = redis_infra.start_node(node)
+    try:
+        client = redis.Redis(host="127.0.0.1", port=port)
+        # Separate commands (a script or MULTI would be replayed as one block).
+        pipe = client.pipeline(transaction=False)
+        for i in range(20_000):
+            pipe.set(f"k{i}", i)
+        pipe.execute()
+        client.close()
+    finally:
+        stop_pid(pid)
+    svc.wait_for_port_release(port)
+
+    server = redis_infra.require_binary("redis-server", "redis-server")
+    pid = spawn([server, str(node.conf)], node.home / "stdout.log", cwd=node.home)
+    try:
+        seen: list[str] = []
+
+        def answers() -> bool:
+            seen.append(redis_infra.state(port))
+            return seen[-1] != "down"
+
+        wait_until(answers, 30, "Redis", pid, node.log)
+        assert seen[-1] == "loading"
+        with pytest.raises(ServiceError, match="loading its AOF"):
+            redis_infra.wait_ready(node, pid, load_timeout_s=0.2)
+        redis_infra.wait_ready(node, pid)
+        assert redis_infra.state(port) == "ready"
+        assert redis.Redis(host="127.0.0.1", port=port).dbsize() == 20_000
+    finally:
+        stop_pid(pid)
+    svc.wait_for_port_release(port)
+
+    # A start that misses its budget stops the server it spawned.
+    with pytest.raises(ServiceError, match="did not become ready"):
+        redis_infra.start_node(node, timeout_s=0)
+    left = subprocess.run(["pgrep", "-f", str(node.conf)], capture_output=True, check=False)
+    assert left.returncode == 1, f"a redis-server outlived its failed start: {left.stdout!r}"
+    assert not port_open("127.0.0.1", port)
