@@ -485,10 +485,11 @@ def fmt_ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
-def emit(summary: Mapping[str, Any], stream: TextIO = sys.stdout) -> None:
-    """The final JSON on stdout."""
-    stream.write(json.dumps(summary, indent=2) + "\n")
-    stream.flush()
+def emit(summary: Mapping[str, Any], stream: TextIO | None = None) -> None:
+    """The final JSON on stdout (looked up at the call, so a redirected stdout gets it)."""
+    out = stream if stream is not None else sys.stdout
+    out.write(json.dumps(summary, indent=2) + "\n")
+    out.flush()
 
 
 def publish(
