@@ -19,7 +19,7 @@ matplotlib.use("Agg")  # files only: no display on a server
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
-from bench.headline import processes
+from bench.formatting import processes
 
 Results = Mapping[str, Sequence[Mapping[str, Any]]]
 

@@ -475,16 +475,6 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def fmt_int(value: float | None) -> str:
-    """``1,234`` or a dash."""
-    return "-" if value is None else f"{value:,.0f}"
-
-
-def fmt_ratio(value: float | None) -> str:
-    """``1.23x`` or a dash."""
-    return "-" if value is None else f"{value:.2f}x"
-
-
 def emit(summary: Mapping[str, Any], stream: TextIO | None = None) -> None:
     """The final JSON on stdout (looked up at the call, so a redirected stdout gets it)."""
     out = stream if stream is not None else sys.stdout

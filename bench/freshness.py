@@ -54,7 +54,6 @@ from bench.common import (
     counted,
     cpu_delta,
     emit,
-    fmt_int,
     job_env,
     log,
     machine,
@@ -68,6 +67,7 @@ from bench.common import (
     topic_records,
     write_section,
 )
+from bench.formatting import fmt_int
 from bench.schedule import RateSchedule, drain_seconds
 from domain.games import GameConfig
 from domain.signing import parse_keyring, signed_event

@@ -10,30 +10,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bench.formatting import fmt_ratio, processes
+
 Results = Mapping[str, Sequence[Mapping[str, Any]]]
 
 
 def _ratio(a: float | None, b: float | None) -> str:
-    """``a / b`` to about three significant figures: 0.62x, 10.1x, 4,249x."""
-    if a is None or not b:
-        return "-"
-    ratio = a / b
-    if ratio >= 100:
-        return f"{ratio:,.0f}x"
-    return f"{ratio:.1f}x" if ratio >= 10 else f"{ratio:.2f}x"
-
-
-def processes(count: int) -> str:
-    """``1 process``, ``2 processes``."""
-    return f"{count} process" if count == 1 else f"{count} processes"
+    """``a / b`` formatted, or a dash when either is missing."""
+    return "-" if a is None or not b else fmt_ratio(a / b)
 
 
 def _eps(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f} events/s"
-
-
-def _int(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.0f}"
 
 
 def ingest_rows(summary: Mapping[str, Any]) -> list[list[str]]:
@@ -194,7 +182,7 @@ def rebuild_rows(summary: Mapping[str, Any]) -> list[list[str]]:
                 "rebuild",
                 f"scaling {step['from']:,} → {step['to']:,}, {processes(step['processes'])}",
                 f"{step['players_ratio']:g}x the players",
-                f"{step['time_ratio']:.2f}x the time",
+                f"{fmt_ratio(step['time_ratio'])} the time",
             ]
         )
     return rows

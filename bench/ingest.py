@@ -62,8 +62,6 @@ from bench.common import (
     children_cpu_s,
     counted,
     cpu_delta,
-    fmt_int,
-    fmt_ratio,
     job_env,
     log,
     machine,
@@ -75,6 +73,7 @@ from bench.common import (
     table,
     topic_records,
 )
+from bench.formatting import fmt_int, fmt_ratio
 from domain.errors import CodecError, EncodingError
 from domain.games import GameCatalog, GameConfig
 from domain.planner import BoardPlanner, LookupResults

@@ -64,8 +64,6 @@ import psycopg
 
 from bench.common import (
     GAME,
-    fmt_int,
-    fmt_ratio,
     log,
     machine,
     machine_line,
@@ -74,6 +72,7 @@ from bench.common import (
     run_id,
     table,
 )
+from bench.formatting import fmt_int, fmt_ratio
 from bench.postgres import PORT, postgres_server
 from domain.games import GameCatalog, GameConfig
 from domain.ranking import Entry

@@ -42,8 +42,6 @@ from bench.common import (
     Scratch,
     base_settings,
     counted,
-    fmt_int,
-    fmt_ratio,
     job_env,
     log,
     machine,
@@ -53,7 +51,7 @@ from bench.common import (
     session_rss_bytes,
     table,
 )
-from bench.headline import processes
+from bench.formatting import fmt_int, fmt_ratio, processes
 from domain.signing import parse_keyring, signed_event
 from lb.commands.rebuild import staging_namespace
 from lb.settings import Settings

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from bench.common import machine_line
-from bench.headline import headline_markdown, ingest_rows, processes, reads_rows, rebuild_rows
+from bench.formatting import processes
+from bench.headline import headline_markdown, ingest_rows, reads_rows, rebuild_rows
 
 pytestmark = pytest.mark.unit
 
