@@ -24,7 +24,14 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from infra import services as svc
 from sinks.dead_letters import header_map
-from tests.integration.streams import REPO, Planned, oracle, read_boards, read_stats
+from tests.integration.streams import (
+    REPO,
+    Planned,
+    oracle,
+    produce_planned,
+    read_boards,
+    read_stats,
+)
 
 #: The marks of every fault test (plus its own ``pytest.mark.timeout``).
 FAULT_MARKS = [pytest.mark.faults, pytest.mark.integration, pytest.mark.slow]
@@ -146,18 +153,7 @@ class Feeder(threading.Thread):
 
         for at in range(0, len(self._records), self._chunk):
             for rec in self._records[at : at + self._chunk]:
-                while True:
-                    try:
-                        producer.produce(
-                            self._topic,
-                            key=rec.key,
-                            value=rec.value,
-                            timestamp=rec.record_ts,
-                            on_delivery=delivered(rec),
-                        )
-                        break
-                    except BufferError:
-                        producer.poll(0.1)
+                produce_planned(producer, self._topic, rec, delivered(rec))
                 self.sent += 1
             producer.poll(0)
             time.sleep(self._pause_s)

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -15,16 +12,14 @@ from typing import Any
 
 import pytest
 
-from tests.faults.harness import FAULT_MARKS, verify
+from tests.faults.harness import FAULT_MARKS, Job, outcomes, verify
 from tests.integration.streams import (
     GAMES_TOML,
-    REPO,
     chunks,
     generate,
     job_env,
     lb,
     produce,
-    read_stats,
 )
 
 TIMEOUT_S = 420
@@ -32,17 +27,6 @@ TIMEOUT_S = 420
 pytestmark = [*FAULT_MARKS, pytest.mark.timeout(TIMEOUT_S)]
 
 KILLS = 4
-
-
-def _start_job(env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "lb.cli", "run"],
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
 
 
 def test_kill_9_at_random_moments_loses_and_doubles_nothing(
@@ -66,13 +50,10 @@ def test_kill_9_at_random_moments_loses_and_doubles_nothing(
     progress = []
     try:
         for _ in range(KILLS):
-            job = _start_job(env)
+            job = Job(env, tmp_path / "job.log")
             time.sleep(rng.uniform(2.0, 4.5))
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait(timeout=30)
-            progress.append(
-                sum(v for k, v in read_stats(redis_client, namespace).items() if k != "saturated")
-            )
+            job.kill()
+            progress.append(outcomes(redis_client, namespace))
     finally:
         producer.join(timeout=120)
     assert not producer.is_alive()

@@ -13,7 +13,7 @@ import random
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -183,19 +183,26 @@ def produce(bootstrap: str, topic: str, records: list[Planned]) -> None:
         return callback
 
     for rec in records:
-        while True:
-            try:
-                producer.produce(
-                    topic,
-                    key=rec.key,
-                    value=rec.value,
-                    timestamp=rec.record_ts,
-                    on_delivery=delivered(rec),
-                )
-                break
-            except BufferError:
-                producer.poll(0.1)
+        produce_planned(producer, topic, rec, delivered(rec))
     assert producer.flush(60) == 0
+
+
+def produce_planned(
+    producer: Producer, topic: str, rec: Planned, on_delivery: Callable[[Any, Any], None]
+) -> None:
+    """Queue one planned record, waiting for room while the producer's queue is full."""
+    while True:
+        try:
+            producer.produce(
+                topic,
+                key=rec.key,
+                value=rec.value,
+                timestamp=rec.record_ts,
+                on_delivery=on_delivery,
+            )
+            return
+        except BufferError:
+            producer.poll(0.1)
 
 
 def oracle(records: list[Planned]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
