@@ -44,13 +44,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from config.settings import Settings
 from domain.errors import QueryError, ServiceError
 from domain.events import EventKind, ScoreEvent
 from domain.games import GameCatalog, valid_game_id
 from domain.ranking import MAX_K, MAX_LIMIT
 from domain.signing import Keyring, Verdict, canonical, parse_keyring, sign, verify
 from domain.validation import MAX_ID_LENGTH
-from lb.settings import Settings
 from readers import RedisClient, game_catalog, redis_client
 from readers.boards import BoardReader, UnknownGameError
 from readers.friends import FriendsReader

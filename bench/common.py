@@ -31,8 +31,8 @@ from typing import Any, TextIO
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from lb.clients import redis_client
-from lb.settings import Settings, child_environment
+from config.clients import redis_client
+from config.settings import Settings, child_environment
 from sources.producer import ensure_topic
 
 ROOT = Path(__file__).resolve().parent.parent

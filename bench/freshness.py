@@ -69,11 +69,11 @@ from bench.common import (
 )
 from bench.formatting import fmt_int
 from bench.schedule import RateSchedule, drain_seconds
+from config.clients import redis_client
+from config.settings import Settings
 from domain.games import GameConfig
 from domain.signing import parse_keyring, signed_event
 from domain.windows import WindowKind, window_for
-from lb.clients import redis_client
-from lb.settings import Settings
 from schemas.codec import ScoreEventCodec
 from sources.loadgen import LoadConfig, LoadGenerator
 from sources.producer import ScoreProducer

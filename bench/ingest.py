@@ -74,6 +74,8 @@ from bench.common import (
     topic_records,
 )
 from bench.formatting import fmt_int, fmt_ratio
+from config.clients import redis_client
+from config.settings import Settings
 from domain.errors import CodecError, EncodingError
 from domain.games import GameCatalog, GameConfig
 from domain.planner import BoardPlanner, LookupResults
@@ -82,8 +84,6 @@ from domain.scoring import TieCodec
 from domain.signing import Keyring, Verdict, parse_keyring, verify
 from domain.validation import Validator
 from domain.windows import WindowKind, window_for
-from lb.clients import redis_client
-from lb.settings import Settings
 from schemas.codec import ScoreEventCodec
 from sinks.redis_boards import RedisBoardStore
 from sources.loadgen import LoadConfig, LoadGenerator

@@ -74,12 +74,12 @@ from bench.common import (
 )
 from bench.formatting import fmt_int, fmt_ratio
 from bench.postgres import PORT, postgres_server
+from config.clients import redis_client
+from config.settings import Settings
 from domain.games import GameCatalog, GameConfig
 from domain.ranking import Entry
 from domain.scoring import TieCodec
 from domain.windows import WindowKind, window_for
-from lb.clients import redis_client
-from lb.settings import Settings
 from readers.boards import BoardReader
 from readers.friends import FriendsReader, friends_cache_key
 

@@ -52,9 +52,9 @@ from bench.common import (
     table,
 )
 from bench.formatting import fmt_int, fmt_ratio, processes
+from config.settings import Settings
 from domain.signing import parse_keyring, signed_event
 from lb.commands.rebuild import staging_namespace
-from lb.settings import Settings
 from schemas.codec import ScoreEventCodec
 from sources.producer import ScoreProducer
 

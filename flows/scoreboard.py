@@ -19,12 +19,12 @@ from types import FrameType
 import bytewax.operators as op
 from bytewax.dataflow import Dataflow
 
+from config.clients import game_catalog, job_redis_client
+from config.settings import Settings
 from domain.backoff import Backoff
 from domain.records import CheckedBatch, RecordBatch
 from domain.signing import parse_keyring
 from domain.validation import Validator
-from lb.clients import game_catalog, job_redis_client
-from lb.settings import Settings
 from schemas.codec import ScoreEventCodec
 from sinks.dead_letters import DeadLetterSink
 from sinks.redis_boards import RedisBoardSink

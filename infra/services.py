@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from config.settings import DEFAULT_KAFKA_PORT, DEFAULT_REDIS_PORT
 from domain.errors import ServiceError
 from infra import kafka
 from infra import redis as redis_infra
 from infra.process import pid_alive, port_open, stop_pid, wait_until
-from lb.settings import DEFAULT_KAFKA_PORT, DEFAULT_REDIS_PORT
 
 #: Cluster bus ports are these + 10000: still below the ephemeral range.
 DEFAULT_CLUSTER_BASE_PORT = 17101

@@ -14,9 +14,9 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from lb import clients
-from lb.clients import game_catalog
-from lb.settings import Settings
+from config import clients
+from config.clients import game_catalog
+from config.settings import Settings
 
 #: A standalone or cluster-aware client; every reader accepts either.
 RedisClient = redis.Redis | RedisCluster

@@ -20,8 +20,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _dirs() -> Any:
+    from config.settings import Settings
     from infra.services import ServiceDirs
-    from lb.settings import Settings
 
     settings = Settings.from_env()
     return ServiceDirs(state_dir=settings.state_dir, cache_dir=settings.cache_dir)

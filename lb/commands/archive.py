@@ -19,10 +19,10 @@ import json
 import sys
 from pathlib import Path
 
+from config.settings import Settings
 from jobs.archiver import Archiver
 from lb.commands.read import now_ms
 from lb.commands.topk import periodic, positive_float
-from lb.settings import Settings
 from readers import game_catalog, redis_client
 
 

@@ -16,12 +16,12 @@ import sys
 import time
 from datetime import UTC, datetime
 
+from config.clients import game_catalog, redis_client
+from config.settings import Settings
 from domain.games import GameCatalog
 from domain.signing import parse_keyring
 from domain.windows import WindowKind, window_for
 from infra import services
-from lb.clients import game_catalog, redis_client
-from lb.settings import Settings
 from schemas.codec import ScoreEventCodec
 from sources.loadgen import LoadConfig, LoadGenerator
 from sources.producer import ScoreProducer, ensure_topic

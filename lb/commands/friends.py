@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from config.settings import Settings
 from lb.commands.read import add_window, emit, now_ms, table
-from lb.settings import Settings
 from readers import game_catalog, redis_client
 from readers.friends import FriendsReader
 

@@ -17,9 +17,9 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
+from config.settings import Settings
 from domain.errors import ConfigError, ServiceError
 from domain.signing import parse_keyring
-from lb.settings import Settings
 from schemas.codec import ScoreEventCodec
 from sources.loadgen import EXPECTED_VALUES, MAX_PLAYERS, LoadConfig, LoadGenerator
 from sources.producer import ScoreProducer, ensure_topic

@@ -15,8 +15,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from config.settings import Settings
 from domain.ranking import Entry
-from lb.settings import Settings
 from readers import game_catalog, redis_client
 from readers.boards import BoardReader
 

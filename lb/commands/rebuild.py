@@ -16,9 +16,9 @@ import argparse
 import json
 import time
 
-from lb.clients import redis_client
+from config.clients import redis_client
+from config.settings import Settings
 from lb.commands.run import add_scaling_flags, launch
-from lb.settings import Settings
 from sinks.namespace_swap import drop_namespace, swap_namespace
 
 FLOW_ID = "rebuild"

@@ -19,9 +19,9 @@ from types import FrameType
 
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from config.settings import Settings
 from domain.errors import ServiceError
 from flows.scoreboard import FLOW_ID
-from lb.settings import Settings
 from sources.kafka_source import topic_partitions
 
 RECOVERY_PARTITIONS = 4

@@ -16,7 +16,7 @@ import threading
 from types import FrameType
 
 from api.http import DEFAULT_HOST, MAX_BODY_BYTES, build_api, make_server
-from lb.settings import Settings
+from config.settings import Settings
 
 
 def _is_loopback(host: str) -> bool:

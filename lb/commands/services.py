@@ -6,8 +6,8 @@ import argparse
 import json
 import time
 
+from config.settings import Settings
 from infra import services
-from lb.settings import Settings
 
 
 def _dirs() -> services.ServiceDirs:

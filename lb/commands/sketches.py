@@ -28,13 +28,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from config.settings import Settings
 from domain.errors import ConfigError, LeaderboardError
 from domain.games import GameCatalog, GameConfig
 from domain.ranking import percentile as exact_percentile
 from domain.sketches import DEFAULT_K, DEFAULT_SETTLE_MS, build, rank_error, sketch_key
 from domain.windows import WindowKind, parse_window, window_for
 from lb.commands.read import WINDOW_HELP, emit, now_ms
-from lb.settings import Settings
 from readers import game_catalog, redis_client
 from readers.sketches import SketchCache, approximate_percentile, published_sketch
 from sinks.sketch_publisher import Publication, SketchPublisher

@@ -21,11 +21,11 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
+from config.settings import Settings
 from domain.errors import ServiceError
 from domain.topk import DEFAULT_K
 from jobs.topk_merger import DEFAULT_TTL_MS, TopKMerger
 from lb.commands.read import now_ms
-from lb.settings import Settings
 from readers import game_catalog, redis_client
 
 #: How often the loop scans for newly sharded games.

@@ -22,8 +22,8 @@ from tests.integration.streams import GAMES_TOML, job_env
 
 @pytest.fixture(scope="session")
 def private_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from config.settings import Settings
     from infra import services as svc
-    from lb.settings import Settings
     from tests.faults.harness import Private
 
     state = tmp_path_factory.mktemp("faults") / "state"

@@ -304,7 +304,7 @@ def read_dead_letters(bootstrap: str, topic: str) -> list[Any]:
 def job_env(topic: str, namespace: str, state_dir: Path, games_file: Path) -> dict[str, str]:
     """The environment of a job run for one test."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LB_")}
-    from lb.settings import Settings
+    from config.settings import Settings
 
     base = Settings.from_env()
     env.update(

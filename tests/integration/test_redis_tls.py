@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lb.clients import redis_client
-from lb.settings import Settings
+from config.clients import redis_client
+from config.settings import Settings
 
 pytestmark = pytest.mark.integration
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from config.settings import Settings
 from domain.errors import ServiceError
 from infra import services as svc
-from lb.settings import Settings
 from tests.integration.streams import (
     GAMES_TOML,
     generate,

@@ -109,7 +109,7 @@ def test_redis_cluster_spreads_slots_and_keeps_hash_tags_together(
 def test_service_lifecycle_in_a_private_state_dir(tmp_path: Path, services: dict[str, Any]) -> None:
     """Own ports and state dir: up twice is harmless, a broker restart keeps records,
     down leaves no process and no listener."""
-    from lb.settings import Settings
+    from config.settings import Settings
 
     cache = Settings.from_env().cache_dir
     dirs = svc.ServiceDirs(state_dir=tmp_path / "state", cache_dir=cache)

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from config.settings import DEV_KEYRING, Settings
 from domain.errors import ConfigError
-from lb.settings import DEV_KEYRING, Settings
 
 pytestmark = pytest.mark.unit
 

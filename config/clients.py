@@ -14,8 +14,8 @@ from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
 
+from config.settings import Settings
 from domain.games import GameCatalog
-from lb.settings import Settings
 
 
 def redis_client(settings: Settings, **options: Any) -> Any:
