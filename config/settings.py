@@ -93,6 +93,10 @@ class Settings:
     #: How long the dead-letter sink waits for Kafka to acknowledge letters
     #: (librdkafka retries delivery that long) before it fails loudly.
     kafka_retry_s: int = 300
+    #: How often each worker re-reads the watermarks it wrote, to notice a Redis
+    #: that lost writes on groups it is not writing to (active groups notice at
+    #: their next write) and heal them from Kafka.
+    heal_check_s: int = 5
     #: Redis key namespace (``<ns>:{game}:...``); tests and ``lb rebuild`` use others.
     namespace: str = "lb"
 
@@ -124,6 +128,8 @@ class Settings:
             raise ConfigError("LB_CACHE_PLAYERS must be at least 1")
         if self.redis_retry_s < 0 or self.kafka_retry_s < 0:
             raise ConfigError("LB_REDIS_RETRY_S and LB_KAFKA_RETRY_S must not be negative")
+        if self.heal_check_s < 1:
+            raise ConfigError("LB_HEAL_CHECK_S must be at least 1")
         if self.redis_timeout_s < 1:
             raise ConfigError("LB_REDIS_TIMEOUT_S must be at least 1")
         if self.games_file is not None and not self.games_file.is_file():
@@ -194,6 +200,7 @@ class Settings:
             redis_retry_s=_int(env, "LB_REDIS_RETRY_S", 300),
             redis_timeout_s=_int(env, "LB_REDIS_TIMEOUT_S", 10),
             kafka_retry_s=_int(env, "LB_KAFKA_RETRY_S", 300),
+            heal_check_s=_int(env, "LB_HEAL_CHECK_S", 5),
             namespace=env.get("LB_NAMESPACE") or "lb",
         )
 

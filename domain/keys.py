@@ -11,6 +11,9 @@ and its bookkeeping share one cluster slot and can change in one MULTI/EXEC:
 ``<ns>:{<tag>}:meta:seen:<bucket>`` hash eventId -> record timestamp (dedupe)
 ``<ns>:{<tag>}:meta:boards``        set of window ids ever written (for RETRACT)
 ``<ns>:{<tag>}:meta:stats``         hash of exactly-once counters
+``<ns>:{@<topic>/<p>}:meta:progress`` per source partition: ``@`` -> offset applied
+                                    everywhere, ``<tag>`` -> that group's last
+                                    acknowledged watermark (``domain.healing``)
 ``<ns>:{<game>}:friends:<player>``  set of playerIds the player follows
 ``<ns>:{<game>}:friendsboard:<p>``  short-lived cache of the friends board
 ==================================  ==========================================
@@ -72,3 +75,17 @@ class GroupKeys:
 def watermark_field(topic: str, partition: int) -> str:
     """The field of ``meta:wm`` that holds one source partition's last applied offset."""
     return f"{topic}/{partition}"
+
+
+def progress_key(namespace: str, topic: str, partition: int) -> str:
+    """The progress hash of one source partition (see :mod:`domain.healing`).
+
+    Its tag starts with ``@``, which no game id contains, so it never collides
+    with a board group and a rebuild swaps it like one.
+    """
+    return f"{namespace}:{{@{topic}/{partition}}}:meta:progress"
+
+
+def tag_of(key: str) -> str:
+    """The hash tag of a key of the layout above (namespaces never contain ``{``)."""
+    return key.split("{", 1)[1].split("}", 1)[0]

@@ -81,6 +81,10 @@ class GenerationalCache:
     def __len__(self) -> int:
         return len(self._young) + len(self._old)
 
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
 
 @dataclass(frozen=True, slots=True)
 class _Board:
@@ -133,6 +137,10 @@ class GroupWrite:
     seen: dict[str, dict[str, int]] = field(default_factory=dict)
     seen_ttl_s: int = 0
     watermark: tuple[str, int] = ("", -1)
+    #: The stored watermark this plan was based on (-1: none). Redis refuses
+    #: the write when it holds anything else below ``watermark``: it lost
+    #: writes (or someone else wrote), and the plan's values are stale.
+    expected: int = -1
     stats: dict[str, int] = field(default_factory=dict)
 
 
@@ -173,8 +181,9 @@ class BoardPlanner:
     ) -> None:
         self._namespace = namespace
         self._horizon_ms = max(1, dedupe_horizon_ms)
-        # Bucket b is consulted until bucket b+1 ends; the TTL runs from the
-        # bucket's last write, so two horizons plus a minute of lag suffice.
+        # Bucket b is consulted by records of buckets b-1 to b+1, so until
+        # bucket b+1 ends; the TTL runs from the bucket's last write, so two
+        # horizons plus a minute of lag suffice.
         self._seen_ttl_s = 2 * self._horizon_ms // 1000 + 60
         self._entries = GenerationalCache(cache_capacity)
         self._watermarks: dict[tuple[str, str], int] = {}
@@ -220,9 +229,10 @@ class BoardPlanner:
                             asked.add((board.key, player))
                             missing.setdefault(board.key, []).append(player)
             for bucket, ids in sorted(buckets.items()):
-                # A duplicate within the horizon sits in this bucket or the one before.
-                need.seen.append((keys.seen(bucket), ids))
-                need.seen.append((keys.seen(bucket - 1), ids))
+                # A copy within the horizon, earlier or later, sits in this bucket
+                # or one of its two neighbours.
+                for near in (bucket - 1, bucket, bucket + 1):
+                    need.seen.append((keys.seen(near), ids))
             if retracts and keys.boards not in self._registries:
                 need.registries.append(keys.boards)
             need.scores.extend(missing.items())
@@ -286,7 +296,7 @@ class BoardPlanner:
         if complete is None and keys.boards in registries_read:
             complete = registries_read[keys.boards]
         registry = set(complete or ()) | self._registered.get(keys.boards, set())
-        write = GroupWrite(keys=keys, seen_ttl_s=self._seen_ttl_s)
+        write = GroupWrite(keys=keys, seen_ttl_s=self._seen_ttl_s, expected=watermark)
         applied = noop = duplicates = saturated = 0
         # Per player: the values before the batch and as the batch goes.
         initial: dict[str, dict[str, int | None]] = {}
@@ -313,15 +323,16 @@ class BoardPlanner:
             bucket = record_ts // horizon
             if bucket != last_bucket:
                 # The same rule whether the earlier copy is in Redis or earlier in
-                # this batch: its bucket or the one before, within the horizon.
+                # this batch: its bucket or a neighbour, within the horizon.
                 last_bucket = bucket
-                bucket_key, prior_key = keys.seen(bucket), keys.seen(bucket - 1)
+                bucket_key = keys.seen(bucket)
                 ids = write.seen.setdefault(bucket_key, {})
+                near = (keys.seen(bucket - 1), keys.seen(bucket + 1))
                 sources = (
                     ids,
-                    write.seen.get(prior_key, {}),
                     seen_read.get(bucket_key, {}),
-                    seen_read.get(prior_key, {}),
+                    *(write.seen.get(key, {}) for key in near),
+                    *(seen_read.get(key, {}) for key in near),
                 )
             if _seen_within(sources, event_id, record_ts, horizon):
                 duplicates += 1
@@ -419,6 +430,26 @@ class BoardPlanner:
             if registry_key in self._registries:
                 self._registries[registry_key] |= added
 
+    def beliefs(self) -> dict[tuple[str, str], int]:
+        """The watermark this worker believes Redis holds, per (``meta:wm`` key, field).
+
+        Only the owner of a partition writes its field, so Redis holding
+        anything lower means Redis lost acknowledged writes.
+        """
+        return dict(self._watermarks)
+
+    def forget(self, corrected: dict[tuple[str, str], int]) -> None:
+        """Redis lost writes (or changed under us): trust nothing cached but the corrections.
+
+        Board values and registries are dropped (they are read again on
+        demand); the watermark beliefs become what Redis now holds for the
+        ``corrected`` pairs, so the next plan of those groups starts from there.
+        """
+        self._entries = GenerationalCache(self._entries.capacity)
+        self._registries.clear()
+        self._registered.clear()
+        self._watermarks.update(corrected)
+
     def remember_registries(self, lookups: Lookups, results: LookupResults) -> None:
         """Keep registries read for a batch even if it turned out to need no write."""
         for key, value in zip(lookups.registries, results.registries, strict=True):
@@ -469,14 +500,17 @@ class BoardPlanner:
 def _seen_within(
     sources: tuple[dict[str, int], ...], event_id: str, record_ts: int, horizon_ms: int
 ) -> bool:
-    """Whether ``sources`` record a copy of ``event_id`` applied within the horizon before.
+    """Whether ``sources`` record an applied copy of ``event_id`` within the horizon.
 
-    One-sided on purpose: "record time in ``[ts - horizon, ts]``" is exactly
-    what the record's own bucket and the one before can answer, so the rule is
-    the same whether the earlier copy is in Redis or earlier in the batch.
+    Symmetric: a copy counts whether its record time is up to ``horizon_ms``
+    before *or after* this record's, because two gateway hosts with skewed
+    clocks (or a retry through another host) stamp the later copy earlier as
+    often as later. Every such copy sits in the record's own bucket or one of
+    its two neighbours, so the rule is the same whether the applied copy is in
+    Redis or earlier in this batch, and a replay decides identically.
     """
     for seen in sources:
         stored = seen.get(event_id)
-        if stored is not None and 0 <= record_ts - stored <= horizon_ms:
+        if stored is not None and -horizon_ms <= record_ts - stored <= horizon_ms:
             return True
     return False

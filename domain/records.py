@@ -26,11 +26,19 @@ class SourceRecord:
 
 @dataclass(frozen=True, slots=True)
 class RecordBatch:
-    """Consecutive records of one partition, in offset order."""
+    """Consecutive records of one partition, in offset order.
+
+    ``generation`` counts the partition's rewinds (see
+    :class:`sources.kafka_source.Rewinds`): after the job re-reads a range to
+    heal a Redis that lost writes, batches read before the rewind carry an
+    older generation and are dropped by the board sink instead of being
+    applied on top of the gap.
+    """
 
     topic: str
     partition: int
     records: tuple[SourceRecord, ...]
+    generation: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,3 +76,14 @@ class CheckedBatch:
     accepted: tuple[Accepted, ...]
     dead: tuple[DeadLetter, ...]
     last_offset: int
+    generation: int = 0
+
+    @property
+    def first_offset(self) -> int:
+        """The batch's first offset (-1 for an empty batch)."""
+        firsts = []
+        if self.accepted:
+            firsts.append(self.accepted[0].offset)
+        if self.dead:
+            firsts.append(self.dead[0].record.offset)
+        return min(firsts) if firsts else -1

@@ -65,7 +65,9 @@ class Validator:
             except Rejected as why:
                 dead.append(DeadLetter(batch.topic, batch.partition, record, why.code, why.detail))
         last = batch.records[-1].offset if batch.records else -1
-        return CheckedBatch(batch.topic, batch.partition, tuple(accepted), tuple(dead), last)
+        return CheckedBatch(
+            batch.topic, batch.partition, tuple(accepted), tuple(dead), last, batch.generation
+        )
 
     def check(self, record: SourceRecord) -> Accepted:
         """Accept one record or raise :class:`Rejected` with its dead-letter code."""

@@ -23,11 +23,12 @@ from config.clients import game_catalog, job_redis_client
 from config.settings import Settings
 from domain.backoff import Backoff
 from domain.records import CheckedBatch, RecordBatch
+from domain.rewinds import Rewinds
 from domain.signing import parse_keyring
 from domain.validation import Validator
 from schemas.codec import ScoreEventCodec
 from sinks.dead_letters import DeadLetterSink
-from sinks.redis_boards import RedisBoardSink
+from sinks.redis_boards import RedisBoardSink, ResumeFromRedis
 from sources.kafka_source import ScoreTopicSource, StopSignal
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,14 @@ def build(
         catalog, parse_keyring(settings.hmac_keys.reveal()), ScoreEventCodec.from_registry().decode
     )
 
+    target = namespace or settings.namespace
+    retry = Backoff(budget_s=settings.redis_retry_s)
+    # The board sink asks the source to re-read a range when Redis lost writes.
+    rewinds = Rewinds()
+
+    def redis() -> object:
+        return job_redis_client(settings)
+
     flow = Dataflow(FLOW_ID)
     batches = op.input(
         "score_events",
@@ -84,6 +93,8 @@ def build(
             batch_max=settings.batch_max,
             until_end=until_end,
             stop=stop,
+            rewinds=rewinds,
+            resume=ResumeFromRedis(redis, target, retry),
         ),
     )
     # RecordBatch(topic, partition, records=(SourceRecord(offset, ts, key, value), ...))
@@ -104,11 +115,13 @@ def build(
         "boards",
         checked,
         RedisBoardSink(
-            lambda: job_redis_client(settings),
-            namespace or settings.namespace,
+            redis,
+            target,
             settings.dedupe_horizon_s * 1000,
             settings.cache_players,
-            retry=Backoff(budget_s=settings.redis_retry_s),
+            retry=retry,
+            rewinds=rewinds,
+            heal_check_s=settings.heal_check_s,
         ),
     )
     return flow

@@ -17,6 +17,7 @@ from typing import Any
 import redis
 
 from domain.errors import ServiceError
+from domain.keys import tag_of
 
 SWAP_GROUP = """
 -- KEYS: staged keys (n = ARGV[1]), then their live names (n), then live keys to drop.
@@ -43,6 +44,7 @@ _PROJECTION_SUFFIXES = (
     "meta:seen:",
     "meta:boards",
     "meta:stats",
+    "meta:progress",
 )
 
 
@@ -50,10 +52,6 @@ def is_projection_key(key: str) -> bool:
     """Whether ``key`` is a board or bookkeeping key the streaming job writes."""
     suffix = key.split("}:", 1)[1] if "}:" in key else ""
     return suffix.startswith(_PROJECTION_SUFFIXES)
-
-
-def _tag_of(key: str) -> str:
-    return key.split("{", 1)[1].split("}", 1)[0]
 
 
 def _scan(client: Any, pattern: str) -> list[str]:
@@ -67,13 +65,13 @@ def swap_namespace(client: Any, staging: str, live: str) -> dict[str, int]:
     """Rename every ``staging`` key over ``live``; returns renamed keys per tag."""
     staged: dict[str, list[str]] = defaultdict(list)
     for key in _scan(client, f"{staging}:*"):
-        staged[_tag_of(key)].append(key)
+        staged[tag_of(key)].append(key)
     script = client.register_script(SWAP_GROUP)
     done: dict[str, int] = {}
     # A group the replay no longer produces at all loses its projection keys too.
     for key in _scan(client, f"{live}:*"):
         if is_projection_key(key):
-            staged.setdefault(_tag_of(key), [])
+            staged.setdefault(tag_of(key), [])
     for tag, keys in sorted(staged.items()):
         targets = [live + key[len(staging) :] for key in keys]
         glob_tag = "".join(f"[{c}]" if c in "*?[]\\" else c for c in tag)

@@ -22,7 +22,9 @@ while it waits the worker reads nothing more (backpressure, not loss).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -31,9 +33,14 @@ from redis.cluster import RedisCluster
 
 from domain.backoff import Backoff
 from domain.errors import ServiceError
+from domain.healing import PROGRESS_FIELD, Divergence, audit, progress_fields, resume_offset
+from domain.keys import GroupKeys, progress_key, tag_of, watermark_field
 from domain.planner import BoardPlanner, GroupWrite, LookupResults, Lookups, WritePlan
 from domain.records import CheckedBatch
+from domain.rewinds import Rewinds
 from sinks.retry import call_with_retry
+
+log = logging.getLogger(__name__)
 
 #: Errors after which re-sending the same round trip is safe and may succeed: the
 #: connection dropped or timed out (BusyLoadingError, Redis loading its AOF, is a
@@ -63,10 +70,13 @@ CHUNK = 1000
 
 APPLY_GROUP = """
 -- KEYS[1] watermark hash, KEYS[2] stats hash, KEYS[3] board registry, KEYS[4..] boards/seen
--- ARGV: field, offset, then counted sections (see sinks/redis_boards.py: _encode)
-local cur = redis.call('HGET', KEYS[1], ARGV[1])
-if cur and tonumber(cur) >= tonumber(ARGV[2]) then return 0 end
-local i = 3
+-- ARGV: field, offset, expected watermark, then counted sections (sinks/redis_boards.py: _encode)
+local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '-1')
+if cur >= tonumber(ARGV[2]) then return 0 end
+-- Not what the plan was based on: Redis lost writes (or another writer moved
+-- it). Write nothing and say what is stored: the job re-reads from there.
+if cur ~= tonumber(ARGV[3]) then return -2 - cur end
+local i = 4
 local function take() local v = ARGV[i]; i = i + 1; return v end
 local function chunked(cmd, key, first, n, width)
   local at = first
@@ -103,6 +113,15 @@ return 1
 """
 
 
+def refused_at(answer: int) -> int | None:
+    """The watermark Redis held when it refused a group's write, else None.
+
+    ``APPLY_GROUP`` answers 1 (applied), 0 (applied before) or ``-2 - stored``
+    (refused; ``stored`` is -1 when the field is missing).
+    """
+    return None if answer >= 0 else -2 - answer
+
+
 def _encode(write: GroupWrite) -> tuple[list[str], list[Any]]:
     keys: list[str] = [write.keys.watermarks, write.keys.stats, write.keys.boards]
     index: dict[str, int] = {}
@@ -115,7 +134,7 @@ def _encode(write: GroupWrite) -> tuple[list[str], list[Any]]:
         return at
 
     field_name, offset = write.watermark
-    args: list[Any] = [field_name, offset, len(write.zadd)]
+    args: list[Any] = [field_name, offset, write.expected, len(write.zadd)]
     for key, members in write.zadd.items():
         args += [key_index(key), len(members)]
         for member, score in members.items():
@@ -179,12 +198,50 @@ class RedisBoardStore:
         """Answer every lookup in one pipelined round trip."""
         return self.read_many([lookups])[0]
 
+    def read_watermarks(self, pairs: Sequence[tuple[str, str]]) -> list[int | None]:
+        """The stored watermark of each ``(meta:wm key, field)``, in one round trip."""
+        _, stored = self.read_many_and_audit([], audit=pairs)
+        return stored
+
+    def read_progress(self, key: str) -> dict[str, int]:
+        """A partition's progress hash (see :mod:`domain.healing`); empty when missing."""
+
+        def attempt() -> dict[Any, Any]:
+            self._refresh_slots()
+            return dict(self._client.hgetall(key))
+
+        raw = self._round_trip("Redis read", attempt)
+        return {
+            (name.decode() if isinstance(name, bytes) else name): int(value)
+            for name, value in raw.items()
+        }
+
+    def write_progress(self, progress: Sequence[tuple[str, dict[str, int]]]) -> None:
+        """Write progress hashes now (on close; otherwise they ride on the next read)."""
+        if progress:
+            self.read_many_and_audit([], progress=progress)
+
     def read_many(self, many: Sequence[Lookups]) -> list[LookupResults]:
         """Answer the lookups of several batches in one pipelined round trip."""
+        return self.read_many_and_audit(many)[0]
+
+    def read_many_and_audit(
+        self,
+        many: Sequence[Lookups],
+        progress: Sequence[tuple[str, dict[str, int]]] = (),
+        audit: Sequence[tuple[str, str]] = (),
+    ) -> tuple[list[LookupResults], list[int | None]]:
+        """One round trip: write ``progress`` hashes, answer ``many``, read ``audit`` watermarks.
+
+        The progress hashes describe writes acknowledged earlier, so sending them
+        ahead of this round's reads keeps them behind the writes they describe.
+        """
 
         def attempt() -> list[Any]:
             self._refresh_slots()
             pipe = self._client.pipeline(transaction=False)
+            for key, fields in progress:
+                pipe.hset(key, mapping=fields)
             for lookups in many:
                 for key, name in lookups.watermarks:
                     pipe.hget(key, name)
@@ -194,11 +251,13 @@ class RedisBoardStore:
                     pipe.zmscore(key, players)
                 for key in lookups.registries:
                     pipe.smembers(key)
+            for key, name in audit:
+                pipe.hget(key, name)
             return list(pipe.execute()) if len(pipe) else []
 
         answers = self._round_trip("Redis read", attempt)
         out: list[LookupResults] = []
-        at = 0
+        at = len(progress)
         for lookups in many:
             got = LookupResults()
             for _ in lookups.watermarks:
@@ -217,7 +276,8 @@ class RedisBoardStore:
                 )
                 at += 1
             out.append(got)
-        return out
+        stored = [None if value is None else int(value) for value in answers[at:]]
+        return out, stored
 
     def apply(self, plan: WritePlan) -> list[int]:
         """Write every group of ``plan``; returns 1 per applied group, 0 per skipped replay."""
@@ -272,9 +332,30 @@ class RedisBoardStore:
 
 
 class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
-    def __init__(self, store: RedisBoardStore, planner: BoardPlanner) -> None:
+    def __init__(
+        self,
+        store: RedisBoardStore,
+        planner: BoardPlanner,
+        namespace: str,
+        rewinds: Rewinds,
+        check_every_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._store = store
         self._planner = planner
+        self._namespace = namespace
+        self._rewinds = rewinds
+        self._check_every_s = check_every_s
+        self._clock = clock
+        self._next_check = clock() + check_every_s
+        #: Per (topic, partition): the generation batches must carry (see Rewinds).
+        self._generation: dict[tuple[str, int], int] = {}
+        #: Watermark field -> (topic, partition), for the partitions seen.
+        self._partition_of: dict[str, tuple[str, int]] = {}
+        #: Per (topic, partition): the last offset whose batch was acknowledged,
+        #: and the group watermarks acknowledged since the progress hash was written.
+        self._acked: dict[tuple[str, int], int] = {}
+        self._copies: dict[tuple[str, int], dict[str, int]] = {}
 
     def write_batch(self, items: Sequence[CheckedBatch]) -> None:
         """Project every batch, acknowledged by Redis before this returns.
@@ -285,8 +366,15 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
         round of at most one batch per partition shares one read and one write
         round trip; a second batch of a partition waits for the next round
         because it must see the first one's values.
+
+        When Redis refuses a write (its watermark is not what the plan was
+        based on) or the periodic audit finds a watermark below what this
+        worker wrote, Redis lost acknowledged writes: the worker forgets what
+        it cached, asks the source to re-read each damaged partition from the
+        first lost offset, and drops that partition's batches until the
+        re-read ones arrive (:mod:`domain.healing`).
         """
-        pending = [batch for batch in items if batch.accepted]
+        pending = [batch for batch in items if self._current(batch)]
         while pending:
             round_: list[CheckedBatch] = []
             later: list[CheckedBatch] = []
@@ -294,16 +382,122 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
             for batch in pending:
                 (later if batch.partition in partitions else round_).append(batch)
                 partitions.add(batch.partition)
+                self._partition_of[watermark_field(batch.topic, batch.partition)] = (
+                    batch.topic,
+                    batch.partition,
+                )
+            audit_pairs = self._audit_due()
             lookups = [self._planner.lookups(batch) for batch in round_]
-            results = self._store.read_many(lookups)
+            results, stored = self._store.read_many_and_audit(
+                lookups, self._take_progress(), audit_pairs
+            )
+            if audit_pairs:
+                beliefs = self._planner.beliefs()
+                found = audit(
+                    {pair: beliefs[pair] for pair in audit_pairs},
+                    dict(zip(audit_pairs, stored, strict=True)),
+                )
+                if found:
+                    self._heal(found, {})
+                    pending = [batch for batch in pending if self._current(batch)]
+                    continue  # plan the round again from what Redis now holds
             plans = []
             for batch, need, got in zip(round_, lookups, results, strict=True):
                 self._planner.remember_registries(need, got)
                 plans.append(self._planner.plan(batch, got, need))
-            self._store.apply_many(plans)
-            for plan in plans:
-                self._planner.commit(plan)
+            answers = iter(self._store.apply_many(plans))
+            refused: dict[tuple[str, str], int] = {}
+            restart: dict[str, int] = {}
+            for batch, plan in zip(round_, plans, strict=True):
+                lost = False
+                for write in plan.groups:
+                    if refused_at(next(answers)) is not None:
+                        lost = True
+                        refused[(write.keys.watermarks, write.watermark[0])] = write.expected
+                if lost:
+                    restart[watermark_field(batch.topic, batch.partition)] = batch.first_offset
+                else:
+                    self._planner.commit(plan)
+                    self._acknowledge(batch, plan)
+            if refused:
+                self._heal_refused(refused, restart)
+                pending = [batch for batch in later if self._current(batch)]
+                continue
             pending = later
+
+    def close(self) -> None:
+        """Leave the progress hashes current for the next start."""
+        self._store.write_progress(self._take_progress())
+
+    # -- healing -------------------------------------------------------------------
+
+    def _current(self, batch: CheckedBatch) -> bool:
+        """False for a batch read before its partition's latest rewind (dropped)."""
+        return batch.generation >= self._generation.get((batch.topic, batch.partition), 0)
+
+    def _audit_due(self) -> list[tuple[str, str]]:
+        now = self._clock()
+        if now < self._next_check:
+            return []
+        self._next_check = now + self._check_every_s
+        return list(self._planner.beliefs())
+
+    def _heal_refused(self, refused: dict[tuple[str, str], int], restart: dict[str, int]) -> None:
+        """A write was refused: audit every belief (and the refused pairs) against Redis."""
+        believed = self._planner.beliefs()
+        for pair, expected in refused.items():
+            believed.setdefault(pair, expected)
+        pairs = list(believed)
+        stored = self._store.read_watermarks(pairs)
+        self._heal(audit(believed, dict(zip(pairs, stored, strict=True))), restart)
+
+    def _heal(self, found: Divergence, restart: dict[str, int]) -> None:
+        """Forget the caches and rewind every damaged partition (see write_batch)."""
+        self._planner.forget(found.corrected)
+        rewind = dict(found.rewind_to)
+        for wm_field, offset in restart.items():
+            rewind[wm_field] = min(rewind.get(wm_field, offset), offset)
+        for (wm_key, wm_field), value in found.corrected.items():
+            where = self._partition_of.get(wm_field)
+            if where is not None:
+                self._copies.setdefault(where, {})[tag_of(wm_key)] = value
+        for wm_field, offset in sorted(rewind.items()):
+            where = self._partition_of.get(wm_field)
+            if where is None:  # a partition this worker no longer reads
+                continue
+            topic, partition = where
+            self._generation[where] = self._rewinds.request(topic, partition, offset)
+            self._acked[where] = min(self._acked.get(where, offset - 1), offset - 1)
+            self._copies.setdefault(where, {})
+            log.warning(
+                "Redis lost writes of %s[%d] (%s): re-reading it from offset %d",
+                topic,
+                partition,
+                ", ".join(
+                    f"{tag_of(k)} has {v}" for (k, f), v in found.corrected.items() if f == wm_field
+                )
+                or "a write was refused",
+                offset,
+            )
+
+    # -- progress ------------------------------------------------------------------
+
+    def _acknowledge(self, batch: CheckedBatch, plan: WritePlan) -> None:
+        where = (batch.topic, batch.partition)
+        self._acked[where] = max(self._acked.get(where, -1), batch.last_offset)
+        copies = self._copies.setdefault(where, {})
+        for write in plan.groups:
+            copies[write.keys.tag] = write.watermark[1]
+
+    def _take_progress(self) -> list[tuple[str, dict[str, int]]]:
+        out = []
+        for (topic, partition), copies in self._copies.items():
+            acked = self._acked.get((topic, partition), -1)
+            out.append(
+                (progress_key(self._namespace, topic, partition), progress_fields(acked, copies))
+            )
+        self._copies = {}
+        return out
 
 
 class RedisBoardSink(DynamicSink[CheckedBatch]):
@@ -316,31 +510,85 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
         dedupe_horizon_ms: int,
         cache_capacity: int,
         retry: Backoff,
+        rewinds: Rewinds | None = None,
+        heal_check_s: float = 5.0,
     ) -> None:
         self._client_factory = client_factory
         self._namespace = namespace
         self._horizon_ms = dedupe_horizon_ms
         self._capacity = cache_capacity
         self._retry = retry
+        self._rewinds = rewinds or Rewinds()
+        self._heal_check_s = heal_check_s
 
     def build(self, step_id: str, worker_index: int, worker_count: int) -> _BoardPartition:
         """Connect (waiting under the retry budget if Redis is not up yet) and ping."""
-
-        def connect() -> Any:
-            client = self._client_factory()  # a cluster client connects here already
-            client.ping()
-            return client
-
-        try:
-            client = call_with_retry(
-                connect,
-                what="Redis connect",
-                policy=self._retry,
-                transient=TRANSIENT,
-                permanent=PERMANENT,
-                setting="LB_REDIS_RETRY_S",
-            )
-        except redis.RedisError as exc:
-            raise ServiceError(f"cannot reach Redis: {exc}") from exc
+        client = connect(self._client_factory, self._retry)
         planner = BoardPlanner(self._namespace, self._horizon_ms, self._capacity)
-        return _BoardPartition(RedisBoardStore(client, self._retry), planner)
+        return _BoardPartition(
+            RedisBoardStore(client, self._retry),
+            planner,
+            self._namespace,
+            self._rewinds,
+            self._heal_check_s,
+        )
+
+
+def connect(client_factory: Callable[[], Any], retry: Backoff) -> Any:
+    """A pinged client, waiting under the retry budget while Redis is not up yet."""
+
+    def attempt() -> Any:
+        client = client_factory()  # a cluster client connects here already
+        client.ping()
+        return client
+
+    try:
+        return call_with_retry(
+            attempt,
+            what="Redis connect",
+            policy=retry,
+            transient=TRANSIENT,
+            permanent=PERMANENT,
+            setting="LB_REDIS_RETRY_S",
+        )
+    except redis.RedisError as exc:
+        raise ServiceError(f"cannot reach Redis: {exc}") from exc
+
+
+class ResumeFromRedis:
+    """Where a partition reader starts after a restart.
+
+    Bytewax's snapshot, or earlier when Redis no longer holds what was written
+    before it (:func:`domain.healing.resume_offset`).
+    """
+
+    def __init__(self, client_factory: Callable[[], Any], namespace: str, retry: Backoff) -> None:
+        self._client_factory = client_factory
+        self._namespace = namespace
+        self._retry = retry
+
+    def __call__(self, topic: str, partition: int, snapshot: int | None) -> int | None:
+        if snapshot is None:
+            return None
+        client = connect(self._client_factory, self._retry)
+        try:
+            store = RedisBoardStore(client, self._retry)
+            progress = store.read_progress(progress_key(self._namespace, topic, partition))
+            tags = [tag for tag in progress if tag != PROGRESS_FIELD]
+            wm_field = watermark_field(topic, partition)
+            stored = store.read_watermarks(
+                [(GroupKeys(self._namespace, tag).watermarks, wm_field) for tag in tags]
+            )
+        finally:
+            client.close()
+        start = resume_offset(snapshot, progress, dict(zip(tags, stored, strict=True)))
+        if start != snapshot:
+            log.warning(
+                "Redis holds less of %s[%d] than the recovery snapshot (offset %d): "
+                "re-reading from offset %s",
+                topic,
+                partition,
+                snapshot,
+                start,
+            )
+        return start

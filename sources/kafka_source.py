@@ -9,7 +9,12 @@ batch, which is what lets a Python flow reach 100K events/s.
 Delivery: the snapshot is the offset after the last *emitted* record, so on
 resume Bytewax replays from the last snapshot (at-least-once input). The
 board and dead-letter sinks turn that into exactly-once effects with offset
-watermarks.
+watermarks. Two things can move a reader further back: at start, ``resume``
+(the board sink's view of what Redis still holds, see
+:mod:`domain.healing`), and while running, a rewind the board sink requested
+through :class:`~domain.rewinds.Rewinds` after Redis lost writes; the
+reader then drops what it had buffered, seeks, and stamps later batches with
+the partition's new generation.
 
 Outages: librdkafka reconnects to a restarted broker on its own and resumes
 fetching from the consumer's position, so transient errors (connection lost,
@@ -23,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
@@ -32,6 +37,10 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 from domain.batching import MicroBatcher
 from domain.errors import ServiceError
 from domain.records import RecordBatch, SourceRecord
+from domain.rewinds import Rewinds
+
+#: ``(topic, partition, snapshot offset or None) -> offset to start from or None``.
+ResumeAdvisor = Callable[[str, int, int | None], int | None]
 
 log = logging.getLogger(__name__)
 
@@ -126,10 +135,13 @@ class _PartitionReader(StatefulSourcePartition[RecordBatch, int]):
         batch_max: int,
         until_end: bool,
         stop: StopSignal,
+        rewinds: Rewinds,
     ) -> None:
         self._topic = topic
         self._partition = partition
         self._stop = stop
+        self._rewinds = rewinds
+        self._generation = 0
         self._errors = ErrorLog(f"{topic}[{partition}]")
         self._consumer = Consumer(
             {
@@ -163,6 +175,9 @@ class _PartitionReader(StatefulSourcePartition[RecordBatch, int]):
         self._awake: datetime | None = None
 
     def next_batch(self) -> list[RecordBatch]:
+        rewind = self._rewinds.take(self._topic, self._partition)
+        if rewind is not None:
+            self._rewind(*rewind)
         now = _now_ms()
         if self._batcher.room and not self._reached_end():
             fresh: list[SourceRecord] = []
@@ -186,7 +201,7 @@ class _PartitionReader(StatefulSourcePartition[RecordBatch, int]):
             records = tuple(self._batcher.take())
             self._next = self._pending_next
             self._awake = None
-            return [RecordBatch(self._topic, self._partition, records)]
+            return [RecordBatch(self._topic, self._partition, records, self._generation)]
         if finishing and not len(self._batcher):
             raise StopIteration
         deadline = self._batcher.deadline_ms
@@ -195,6 +210,14 @@ class _PartitionReader(StatefulSourcePartition[RecordBatch, int]):
         else:
             self._awake = datetime.now(UTC) + IDLE_POLL
         return []
+
+    def _rewind(self, offset: int, generation: int) -> None:
+        """Re-read from ``offset``: drop what was buffered, seek, start a new generation."""
+        self._batcher.take()
+        self._consumer.assign([TopicPartition(self._topic, self._partition, offset)])
+        self._next = self._pending_next = offset
+        self._generation = generation
+        log.warning("%s[%d]: re-reading from offset %d", self._topic, self._partition, offset)
 
     def _reached_end(self) -> bool:
         return self._end is not None and self._pending_next >= self._end
@@ -221,8 +244,12 @@ class ScoreTopicSource(FixedPartitionedSource[RecordBatch, int]):
         batch_max: int,
         until_end: bool = False,
         stop: StopSignal | None = None,
+        rewinds: Rewinds | None = None,
+        resume: ResumeAdvisor | None = None,
     ) -> None:
         self._config = dict(config)
+        self._rewinds = rewinds or Rewinds()
+        self._resume = resume
         self._topic = topic
         self._batch_ms = batch_ms
         self._batch_max = batch_max
@@ -233,15 +260,20 @@ class ScoreTopicSource(FixedPartitionedSource[RecordBatch, int]):
         return [str(p) for p in topic_partitions(self._config, self._topic)]
 
     def build_part(self, step_id: str, for_part: str, resume_state: int | None) -> _PartitionReader:
+        partition = int(for_part)
+        start = resume_state
+        if self._resume is not None:
+            start = self._resume(self._topic, partition, resume_state)
         return _PartitionReader(
             self._config,
             self._topic,
-            int(for_part),
-            resume_state,
+            partition,
+            start,
             self._batch_ms,
             self._batch_max,
             self._until_end,
             self._stop,
+            self._rewinds,
         )
 
 

@@ -105,10 +105,16 @@ def generate(seed: int, count: int, players: int = 150, start_ms: int | None = N
         )
         expected = "ok"
         if roll < 0.05 and ok:
-            # Mostly a quick retry; sometimes a copy from beyond the dedupe horizon,
-            # which must be applied again.
-            dup = rng.choice(ok[-2:]) if rng.random() < 0.8 else rng.choice(ok[-40:-20] or ok)
-            out.records.append(Planned(dup.key, dup.value, record_ts, "duplicate", dup.event))
+            # Mostly a quick retry through another gateway whose clock is up to
+            # 3 s behind or ahead (its record time may precede the original's);
+            # sometimes a copy from beyond the dedupe horizon, applied again.
+            if rng.random() < 0.8:
+                dup = rng.choice(ok[-2:])
+                retry_ts = dup.record_ts + rng.randrange(-3000, 3001)
+            else:
+                dup = rng.choice(ok[-40:-20] or ok)
+                retry_ts = record_ts
+            out.records.append(Planned(dup.key, dup.value, retry_ts, "duplicate", dup.event))
             continue
         if roll < 0.07:
             value = rng.choice([b"", b"\x00\x00", b"garbage-bytes", b"\x01" + os.urandom(20)])
@@ -209,23 +215,24 @@ def oracle(records: list[Planned]) -> tuple[dict[str, dict[str, int]], dict[str,
     """Expected boards ({window-key suffix: {player: composite}}) and outcome counts.
 
     Keys are ``"{game}:{window id}"``; every "ok" record is applied in its
-    player's order; a copy of an event id within the dedupe horizon (record
-    time) of the copy last applied is a no-op, a later one is applied again.
+    player's order; a copy of an event id whose record time is within the
+    dedupe horizon of an applied copy's, before or after, is a no-op; one
+    further away is applied again.
     """
     boards: dict[str, dict[str, tuple[int, int, int]]] = {}  # key -> player -> (score, slot, slots)
     windows_of: dict[str, set[str]] = {}
-    seen: dict[str, int] = {}  # event id -> record time of the copy last applied
+    applied_at: dict[str, list[int]] = {}  # event id -> record times of applied copies
     counts: dict[str, int] = {}
     for rec in records:
         if rec.expected not in ("ok", "duplicate"):
             counts["dead"] = counts.get("dead", 0) + 1
             continue
         event = rec.event
-        first = seen.get(event.event_id)
-        if first is not None and 0 <= rec.record_ts - first <= DEDUPE_HORIZON_MS:
+        copies = applied_at.setdefault(event.event_id, [])
+        if any(abs(rec.record_ts - t) <= DEDUPE_HORIZON_MS for t in copies):
             counts["duplicate"] = counts.get("duplicate", 0) + 1
             continue
-        seen[event.event_id] = rec.record_ts
+        copies.append(rec.record_ts)
         counts["accepted"] = counts.get("accepted", 0) + 1
         game, player, op = event.game_id, event.player_id, GAMES[event.game_id]
         if event.kind is EventKind.RETRACT:

@@ -7,7 +7,9 @@ would hold (sorted sets, hashes, sets), answering the planner's reads the way
 ``APPLY_GROUP`` in ``sinks/redis_boards.py``:
 
 * per group, if the stored watermark of the partition is ``>=`` the batch's
-  offset, nothing happens (the group was applied before a crash);
+  offset, nothing happens (the group was applied before a crash); if it is
+  anything but the plan's ``expected`` value, nothing happens either and the
+  call answers -1 (Redis lost writes);
 * otherwise ZADD, then ZREM (a sorted set left empty disappears, with its
   expiry), EXPIREAT (a no-op on a key that does not exist), SADD of the new
   window ids to the registry, HSET + EXPIRE of the seen ids, HINCRBY of every
@@ -86,6 +88,8 @@ class BoardModel:
         current = self.hashes.get(keys.watermarks, {}).get(field_name)
         if current is not None and current >= offset:
             return 0
+        if (-1 if current is None else current) != write.expected:
+            return -2 - (-1 if current is None else current)  # refused: Redis lost writes
         for key, members in write.zadd.items():
             board = self.zsets.setdefault(key, {})
             for member, score in members.items():

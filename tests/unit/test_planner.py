@@ -211,7 +211,7 @@ def oracle(scn: Scenario) -> Expected:
     out = Expected()
     values: dict[tuple[str, str], tuple[int, int]] = {}
     slots: dict[str, int] = {}
-    seen: dict[tuple[str, str], int] = {}
+    applied_at: dict[tuple[str, str], list[int]] = {}  # record times of applied copies
     stats = {"applied": 0, "noop": 0, "duplicate": 0, "saturated": 0}
     for partition, recs in scn.records.items():
         for rec in recs:
@@ -220,11 +220,11 @@ def oracle(scn: Scenario) -> Expected:
             pre = prefix(oracle_tag(ev.game_id, game, ev.player_id))
             out.accepted += 1
             out.watermarks.setdefault(pre + "meta:wm", {})[f"{TOPIC}/{partition}"] = rec.offset
-            earlier = seen.get((pre, ev.event_id))
-            if earlier is not None and rec.record_ts - earlier <= HORIZON_MS:
+            copies = applied_at.setdefault((pre, ev.event_id), [])
+            if any(abs(rec.record_ts - t) <= HORIZON_MS for t in copies):
                 stats["duplicate"] += 1
                 continue
-            seen[(pre, ev.event_id)] = rec.record_ts
+            copies.append(rec.record_ts)
             changed = False
             if ev.kind is EventKind.RETRACT:
                 # Always counted as applied (knowing whether the player was on a
@@ -299,7 +299,21 @@ def _scores(cap: int) -> st.SearchStrategy[int]:
 
 
 _TS = st.one_of(st.sampled_from(MOMENTS), st.integers(_ms(2026, 12, 27), _ms(2027, 1, 5)))
-_STEP = st.sampled_from((0, 1, HORIZON_MS // 2, HORIZON_MS, HORIZON_MS + 1, 2 * HORIZON_MS))
+#: Record-time steps within a partition; negative ones are producers with skewed clocks.
+_STEP = st.sampled_from(
+    (
+        -HORIZON_MS - 1,
+        -HORIZON_MS,
+        -HORIZON_MS // 2,
+        -1,
+        0,
+        1,
+        HORIZON_MS // 2,
+        HORIZON_MS,
+        HORIZON_MS + 1,
+        2 * HORIZON_MS,
+    )
+)
 
 
 @st.composite
@@ -697,18 +711,65 @@ def test_dedupe_does_not_depend_on_batching_when_record_time_goes_backwards() ->
     assert together.state() == apart.state()
 
 
-def test_dedupe_horizon_looks_back_only() -> None:
+def test_dedupe_horizon_is_symmetric() -> None:
     """A copy is a duplicate when an applied copy's record time is within the horizon
-    *before* it; a copy whose record time goes backwards is a new application. The
-    rule is the same whichever bucket the earlier copy landed in."""
+    before *or after* it (gateways with skewed clocks stamp retries either way),
+    whichever bucket the applied copy landed in, inside one batch or across batches."""
     game = GameConfig(windows=(WindowKind.ALLTIME,), operator=Operator.INCR, max_score=100)
     ev = _event("e1", "p", 7, T)
     for first, second, expected in (
-        (R + 1_001, R + 500, {"applied": 2}),  # backwards across a bucket boundary
-        (R + 1_999, R + 1_498, {"applied": 2}),  # backwards inside one bucket
+        (R + 1_001, R + 500, {"applied": 1, "duplicate": 1}),  # earlier, across a bucket edge
+        (R + 1_999, R + 1_498, {"applied": 1, "duplicate": 1}),  # earlier, inside one bucket
+        (R + 2_500, R + 1_500, {"applied": 1, "duplicate": 1}),  # exactly one horizon earlier
+        (R + 2_501, R + 1_500, {"applied": 2}),  # 1 ms more than a horizon earlier
+        (R + 500, R + 500, {"applied": 1, "duplicate": 1}),  # equal record times
         (R + 500, R + 1_500, {"applied": 1, "duplicate": 1}),  # exactly one horizon later
         (R + 500, R + 1_501, {"applied": 2}),  # 1 ms past the horizon
     ):
-        model = BoardModel()
-        project([_batch(game, 0, (0, first, ev), (1, second, ev))], BoardPlanner(NS, 1_000), model)
-        assert model.stats_total() == expected, (first, second)
+        together = BoardModel()
+        project(
+            [_batch(game, 0, (0, first, ev), (1, second, ev))], BoardPlanner(NS, 1_000), together
+        )
+        assert together.stats_total() == expected, ("one batch", first, second)
+        apart = BoardModel()
+        project(
+            [_batch(game, 0, (0, first, ev)), _batch(game, 0, (1, second, ev))],
+            BoardPlanner(NS, 1_000),
+            apart,
+        )
+        assert apart.stats_total() == expected, ("two batches", first, second)
+        restarted = BoardModel()
+        project([_batch(game, 0, (0, first, ev))], BoardPlanner(NS, 1_000), restarted)
+        project([_batch(game, 0, (1, second, ev))], BoardPlanner(NS, 1_000), restarted)
+        assert restarted.state() == apart.state() == together.state()
+
+
+def test_incr_sums_are_exact_when_retries_carry_earlier_record_times() -> None:
+    """The bug of issue #11: copies stamped up to 3 s earlier than the original were summed."""
+    game = GameConfig(windows=(WindowKind.ALLTIME,), operator=Operator.INCR, max_score=10**6)
+    rnd = random.Random(11)
+    horizon = 300_000
+    records = []
+    total = 0
+    at = R
+    for i in range(400):
+        at += rnd.randint(0, 2_000)
+        ev = _event(f"e{i}", "p", rnd.randint(1, 9), T)
+        total += ev.score
+        records.append((at, ev))
+        if rnd.random() < 0.3:  # a retry through a host whose clock is up to 3 s behind or ahead
+            records.append((at + rnd.randint(-3_000, 3_000), ev))
+    model = BoardModel()
+    planner = BoardPlanner(NS, horizon)
+    batch: list[tuple[int, int, ScoreEvent]] = []
+    for offset, (rts, ev) in enumerate(records):
+        batch.append((offset, rts, ev))
+        if rnd.random() < 0.2:
+            project([_batch(game, 0, *batch)], planner, model)
+            batch = []
+    if batch:
+        project([_batch(game, 0, *batch)], planner, model)
+    (board,) = model.boards().values()
+    slots = game.codec(window_for(WindowKind.ALLTIME, T)).slots
+    assert board["p"] // slots == total
+    assert model.stats_total()["duplicate"] == len(records) - 400
