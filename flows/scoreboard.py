@@ -95,6 +95,7 @@ def build(
             stop=stop,
             rewinds=rewinds,
             resume=ResumeFromRedis(redis, target, retry),
+            tick_ms=settings.heal_check_s * 1000,
         ),
     )
     # RecordBatch(topic, partition, records=(SourceRecord(offset, ts, key, value), ...))

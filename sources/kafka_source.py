@@ -14,7 +14,8 @@ watermarks. Two things can move a reader further back: at start, ``resume``
 :mod:`domain.healing`), and while running, a rewind the board sink requested
 through :class:`~domain.rewinds.Rewinds` after Redis lost writes; the
 reader then drops what it had buffered, seeks, and stamps later batches with
-the partition's new generation.
+the partition's new generation. An idle partition emits an empty batch every
+``tick_ms`` so the board sink still audits its watermarks while nothing arrives.
 
 Outages: librdkafka reconnects to a restarted broker on its own and resumes
 fetching from the consumer's position, so transient errors (connection lost,
@@ -136,8 +137,11 @@ class _PartitionReader(StatefulSourcePartition[RecordBatch, int]):
         until_end: bool,
         stop: StopSignal,
         rewinds: Rewinds,
+        tick_ms: int | None = None,
     ) -> None:
         self._topic = topic
+        self._tick_ms = tick_ms
+        self._last_emit_ms = _now_ms()
         self._partition = partition
         self._stop = stop
         self._rewinds = rewinds
@@ -201,9 +205,15 @@ class _PartitionReader(StatefulSourcePartition[RecordBatch, int]):
             records = tuple(self._batcher.take())
             self._next = self._pending_next
             self._awake = None
+            self._last_emit_ms = now
             return [RecordBatch(self._topic, self._partition, records, self._generation)]
         if finishing and not len(self._batcher):
             raise StopIteration
+        if self._tick_ms is not None and now - self._last_emit_ms >= self._tick_ms:
+            # An idle partition still reaches the sinks now and then, so the board
+            # sink's audit notices a Redis that lost writes while nothing arrives.
+            self._last_emit_ms = now
+            return [RecordBatch(self._topic, self._partition, (), self._generation)]
         deadline = self._batcher.deadline_ms
         if deadline is not None:
             self._awake = datetime.now(UTC) + timedelta(milliseconds=max(0, deadline - now))
@@ -246,8 +256,10 @@ class ScoreTopicSource(FixedPartitionedSource[RecordBatch, int]):
         stop: StopSignal | None = None,
         rewinds: Rewinds | None = None,
         resume: ResumeAdvisor | None = None,
+        tick_ms: int | None = None,
     ) -> None:
         self._config = dict(config)
+        self._tick_ms = tick_ms
         self._rewinds = rewinds or Rewinds()
         self._resume = resume
         self._topic = topic
@@ -274,6 +286,7 @@ class ScoreTopicSource(FixedPartitionedSource[RecordBatch, int]):
             self._until_end,
             self._stop,
             self._rewinds,
+            self._tick_ms,
         )
 
 
