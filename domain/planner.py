@@ -50,6 +50,15 @@ def shard_of(player_id: str, shards: int) -> int | None:
     return zlib.crc32(player_id.encode()) % shards
 
 
+def group_tag(rec: Accepted) -> str:
+    """The board group (hash tag) an accepted event writes: its game, or its game's shard."""
+    shards = rec.game.shards
+    game_id = rec.event.game_id
+    if shards <= 1:
+        return game_id
+    return shard_tag(game_id, shard_of(rec.event.player_id, shards))
+
+
 class GenerationalCache:
     """A bounded map with O(1) generational eviction instead of per-access LRU upkeep.
 
@@ -461,13 +470,7 @@ class BoardPlanner:
     def _groups(self, batch: CheckedBatch) -> Iterable[_Group]:
         groups: dict[str, _Group] = {}
         for rec in batch.accepted:
-            shards = rec.game.shards
-            game_id = rec.event.game_id
-            tag = (
-                game_id
-                if shards <= 1
-                else shard_tag(game_id, shard_of(rec.event.player_id, shards))
-            )
+            tag = group_tag(rec)
             group = groups.get(tag)
             if group is None:
                 keys = self._keys.get(tag)

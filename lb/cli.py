@@ -20,6 +20,7 @@ COMMANDS: tuple[str, ...] = (
     "produce",
     "run",
     "rebuild",
+    "verify",
     "read",
     "friends",
     "serve",

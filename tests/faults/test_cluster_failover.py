@@ -9,13 +9,17 @@ connection is refused; the job's sink waits, refreshes its slot map and re-sends
 (the watermark guard makes a repeat harmless). The stopped node is started
 again and rejoins as a replica.
 
-SIGKILL of a master is *not* tested: replication is asynchronous, so writes the
-master acknowledged but had not yet sent to its replica are lost with it (see
-docs/RELIABILITY.md: such a loss needs ``lb rebuild``).
+A second test makes the promoted replica really lack acknowledged writes
+(replication is asynchronous): the replica is paused and its link dropped
+while the master keeps acknowledging, then the master is SIGKILLed. The job
+notices its watermarks are behind what it wrote and re-reads the lost range
+from Kafka by itself (docs/DESIGN.md, "Healing").
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -105,3 +109,57 @@ def test_a_master_fails_over_to_its_replica_and_nothing_is_lost(
         scenario.run([fail_over])
     finally:
         client.close()
+
+
+def _replica_of(master_port: int) -> int:
+    client = redis.Redis(port=master_port, socket_timeout=1.0)
+    try:
+        info = client.info("replication")
+    finally:
+        client.close()
+    return int(info["slave0"]["port"])
+
+
+def test_a_master_killed_after_its_replica_fell_behind_is_healed_from_kafka(
+    make_scenario: Callable[..., Scenario],
+    namespace: str,
+    private_env: dict[str, str],
+    replicated_cluster: dict[int, Any],
+) -> None:
+    """The replica is paused and its link dropped, the master acknowledges writes
+    alone for a while and is SIGKILLed: the promoted replica lacks them. The job
+    finds its watermarks behind what it wrote and re-reads that range from Kafka."""
+    url = f"redis://127.0.0.1:{CLUSTER_BASE_PORT}"
+    private_env.update(LB_REDIS_URL=url, LB_REDIS_CLUSTER="1")
+    client = RedisCluster.from_url(url)
+    key = f"{namespace}:{{gbest}}:alltime"
+
+    def lose_acknowledged_writes(s: Scenario) -> None:
+        port = _master_of(client, key)
+        node, pid = replicated_cluster[port]
+        replica = _replica_of(port)
+        replica_pid = replicated_cluster[replica][1]
+        os.kill(replica_pid, signal.SIGSTOP)
+        try:
+            master = redis.Redis(port=port, socket_timeout=2.0)
+            master.client_kill_filter(_type="replica")  # the replica hears nothing more
+            master.close()
+            before = s.outcomes()
+            wait_for(lambda: s.outcomes() > before + 300, 60, "writes only the master has")
+            os.kill(pid, signal.SIGKILL)
+        finally:
+            os.kill(replica_pid, signal.SIGCONT)
+        survivor = next(p for p in replicated_cluster if p not in (port, replica))
+        s.timings["failover (cluster ok again)"] = wait_for(
+            lambda: redis_infra.cluster_ok(survivor) and _master_of(client, key) == replica,
+            60,
+            "the lagging replica taking over",
+        )
+        replicated_cluster[port][1] = redis_infra.start_node(node)  # rejoins as a replica
+
+    scenario = make_scenario(82, 20_000, client=client)
+    try:
+        scenario.run([lose_acknowledged_writes])
+    finally:
+        client.close()
+    assert "Redis lost writes" in scenario.job.log()

@@ -1,0 +1,470 @@
+"""``lb verify``: audit the live projection against a replay of the log.
+
+The log is replayed into a scratch namespace with the job's own code path
+(:class:`~domain.validation.Validator`, :class:`~domain.planner.BoardPlanner`,
+:class:`~sinks.redis_boards.RedisBoardStore` and its Lua write), then every
+board member, value and counter is compared with the live keys. Live keys are
+only ever read.
+
+A live job keeps writing meanwhile, so the replay stops, per board group and
+source partition, at the watermark the live group holds (offsets both sides
+applied). A group that never saw a partition is compared up to the
+partition's progress offset (the job says it applied everything before it),
+or up to the end of the log when Redis holds no progress at all (flushed).
+
+The comparison runs in two passes. The first streams each board in chunks
+(``ZSCAN`` one side, ``ZMSCORE`` the other), so memory stays bounded at 10M
+players; a busy group moves while it is read, so what differs is only a
+suspect. The second pass reads the suspects of a group atomically with its
+watermarks and counters (one Lua call), replays the scratch side up to
+exactly those watermarks, and compares again: what still differs is a real
+difference at one common point of the log.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from domain.errors import ServiceError
+from domain.healing import PROGRESS_FIELD
+from domain.keys import GroupKeys, progress_key, tag_of
+from domain.planner import BoardPlanner, group_tag
+from domain.records import Accepted, CheckedBatch, RecordBatch, SourceRecord
+from domain.validation import Validator
+from sinks.namespace_swap import drop_namespace
+from sinks.redis_boards import RedisBoardStore, refused_at
+from sources.kafka_source import topic_partitions
+
+#: Members per ZSCAN/ZMSCORE chunk (first pass) and per atomic re-read (second pass).
+CHUNK = 5_000
+SETTLE_CHUNK = 2_000
+
+#: Counters compared per group.
+COUNTERS = ("applied", "noop", "duplicate", "saturated")
+
+#: Reads a group's watermarks, counters and some members' values in one atomic call.
+READ_AT_ONCE = """
+-- KEYS[1] meta:wm, KEYS[2] meta:stats, KEYS[3..] boards; ARGV: per board n, member*
+local out = {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}
+local i = 1
+for k = 3, #KEYS do
+  local n = tonumber(ARGV[i]); i = i + 1
+  if n > 0 then
+    table.insert(out, redis.call('ZMSCORE', KEYS[k], unpack(ARGV, i, i + n - 1)))
+  else
+    table.insert(out, {})
+  end
+  i = i + n
+end
+return out
+"""
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One disagreement between the live projection and the replay."""
+
+    tag: str
+    board: str  # a window id, or "meta:stats"
+    player: str  # a player, or a counter name
+    kind: str  # "missing", "extra", "wrong value" or "counter"
+    live: int | None
+    log: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "group": self.tag,
+            "board": self.board,
+            "player": self.player,
+            "kind": self.kind,
+            "live": self.live,
+            "log": self.log,
+        }
+
+
+@dataclass
+class VerifyReport:
+    """What ``lb verify`` prints."""
+
+    groups: int = 0
+    boards: int = 0
+    members: int = 0
+    records: int = 0
+    seconds: float = 0.0
+    differences: list[Difference] = field(default_factory=list)
+
+    @property
+    def equal(self) -> bool:
+        return not self.differences
+
+    def by_kind(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for diff in self.differences:
+            out[diff.kind] = out.get(diff.kind, 0) + 1
+        return out
+
+    def as_dict(self, examples: int) -> dict[str, Any]:
+        return {
+            "equal": self.equal,
+            "groups": self.groups,
+            "boards": self.boards,
+            "members": self.members,
+            "records_replayed": self.records,
+            "differences": self.by_kind(),
+            "examples": [d.as_dict() for d in self.differences[:examples]],
+            "seconds": round(self.seconds, 2),
+        }
+
+
+class LogReader:
+    """Reads offset ranges of the topic's partitions as record batches."""
+
+    def __init__(self, kafka_config: dict[str, str], topic: str) -> None:
+        self._config = kafka_config
+        self._topic = topic
+
+    def ends(self) -> dict[int, int]:
+        """Each partition's end offset (the next offset to be written)."""
+        consumer = self._consumer()
+        try:
+            return {
+                p: consumer.get_watermark_offsets(TopicPartition(self._topic, p), timeout=30)[1]
+                for p in topic_partitions(self._config, self._topic)
+            }
+        except KafkaException as exc:
+            raise ServiceError(f"cannot read the offsets of {self._topic!r}: {exc}") from exc
+        finally:
+            consumer.close()
+
+    def read(
+        self, ranges: dict[int, tuple[int, int]], batch_max: int = 5_000
+    ) -> Iterator[RecordBatch]:
+        """Batches of every ``partition -> (first, last)`` range (``last`` inclusive)."""
+        todo = {p: span for p, span in ranges.items() if span[1] >= span[0]}
+        if not todo:
+            return
+        consumer = self._consumer()
+        try:
+            consumer.assign([TopicPartition(self._topic, p, a) for p, (a, _) in todo.items()])
+            idle_since = time.monotonic()
+            while todo:
+                buffers: dict[int, list[SourceRecord]] = {}
+                for msg in consumer.consume(num_messages=batch_max, timeout=0.5):
+                    err = msg.error()
+                    p = msg.partition() or 0
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            todo.pop(p, None)
+                            continue
+                        raise ServiceError(f"Kafka error on {self._topic}[{p}]: {err}")
+                    offset = msg.offset() or 0
+                    span = todo.get(p)
+                    if span is None or offset > span[1]:
+                        todo.pop(p, None)
+                        continue
+                    buffers.setdefault(p, []).append(
+                        SourceRecord(offset, msg.timestamp()[1], msg.key(), msg.value())
+                    )
+                    if offset >= span[1]:
+                        todo.pop(p, None)
+                for p, records in buffers.items():
+                    idle_since = time.monotonic()
+                    yield RecordBatch(self._topic, p, tuple(records))
+                if time.monotonic() - idle_since > 60:
+                    raise ServiceError(f"no records from {self._topic!r} for 60 s")
+        finally:
+            consumer.close()
+
+    def _consumer(self) -> Consumer:
+        return Consumer(
+            {
+                **self._config,
+                "group.id": f"lb-verify-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "log_level": 3,
+            }
+        )
+
+
+#: ``(records so far, records in all)``: called now and then while replaying.
+Progress = Callable[[int, int], None]
+
+
+class Verifier:
+    """One audit of ``namespace`` against the log of ``topic`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: Any,
+        log: LogReader,
+        validator: Validator,
+        namespace: str,
+        *,
+        topic: str,
+        dedupe_horizon_ms: int,
+        cache_players: int,
+        games: Sequence[str] = (),
+        progress: Progress | None = None,
+    ) -> None:
+        self._client = client
+        self._log = log
+        self._validator = validator
+        self._namespace = namespace
+        self._topic = topic
+        self._games = set(games)
+        self._progress = progress
+        self.scratch = f"{namespace}~verify-{uuid.uuid4().hex[:8]}"
+        self._store = RedisBoardStore(client)
+        self._planner = BoardPlanner(self.scratch, dedupe_horizon_ms, cache_players)
+        #: Per tag, per partition: the last offset the scratch side was replayed to.
+        self._cut: dict[str, dict[int, int]] = {}
+        self._default: dict[int, int] = {}
+        self._records = 0
+
+    # -- the whole audit ---------------------------------------------------------------
+
+    def run(self) -> VerifyReport:
+        """Replay, compare, settle; the scratch namespace is deleted whatever happens."""
+        started = time.monotonic()
+        try:
+            self._cutoffs()
+            self._replay_all()
+            report = VerifyReport()
+            suspects: dict[str, list[Difference]] = {}
+            for tag in self._tags():
+                report.groups += 1
+                found = self._compare(tag, report)
+                if found:
+                    suspects[tag] = found
+            for tag, found in suspects.items():
+                report.differences += self._settle(tag, found)
+            report.records = self._records
+            report.seconds = time.monotonic() - started
+            return report
+        finally:
+            drop_namespace(self._client, self.scratch)
+
+    # -- what to replay ----------------------------------------------------------------
+
+    def _wanted(self, tag: str) -> bool:
+        return not self._games or tag.split("/", 1)[0] in self._games
+
+    def _cutoffs(self) -> None:
+        """Live watermarks per group; for the rest, the progress offset or the log's end."""
+        try:
+            for raw in self._client.scan_iter(match=f"{self._namespace}:*:meta:wm", count=1000):
+                key = raw.decode() if isinstance(raw, bytes) else raw
+                tag = tag_of(key)
+                if not self._wanted(tag):
+                    continue
+                cut = self._cut.setdefault(tag, {})
+                for name, value in self._client.hgetall(key).items():
+                    topic, _, part = (
+                        name.decode() if isinstance(name, bytes) else name
+                    ).rpartition("/")
+                    if topic == self._topic:
+                        cut[int(part)] = int(value)
+            for p, end in self._log.ends().items():
+                progress = self._store.read_progress(progress_key(self._namespace, self._topic, p))
+                self._default[p] = progress.get(PROGRESS_FIELD, end - 1)
+        except redis.RedisError as exc:
+            raise ServiceError(f"reading the live watermarks failed: {exc}") from exc
+
+    def _limit(self, tag: str, partition: int) -> int:
+        return self._cut.get(tag, {}).get(partition, self._default.get(partition, -1))
+
+    def _replay_all(self) -> None:
+        stops = dict(self._default)
+        for cut in self._cut.values():
+            for p, offset in cut.items():
+                stops[p] = max(stops.get(p, -1), offset)
+        total = sum(stop + 1 for stop in stops.values())
+        limits: dict[str, dict[int, int]] = {}
+
+        def keep(rec: Accepted, partition: int) -> bool:
+            tag = group_tag(rec)
+            if not self._wanted(tag):
+                return False
+            per = limits.setdefault(tag, {})
+            if partition not in per:
+                per[partition] = self._limit(tag, partition)
+            return rec.offset <= per[partition]
+
+        last_report = 0.0
+        for batch in self._log.read({p: (0, stop) for p, stop in stops.items()}):
+            self._apply(batch, keep)
+            now = time.monotonic()
+            if self._progress is not None and now - last_report >= 1.0:
+                last_report = now
+                self._progress(self._records, total)
+        for tag, per in limits.items():
+            self._cut.setdefault(tag, {}).update(per)
+        if self._progress is not None:
+            self._progress(self._records, total)
+
+    def _apply(self, batch: RecordBatch, keep: Callable[[Accepted, int], bool]) -> None:
+        """The sink's write path, into the scratch namespace."""
+        self._records += len(batch.records)
+        checked = self._validator.check_batch(batch)
+        accepted = tuple(rec for rec in checked.accepted if keep(rec, batch.partition))
+        if not accepted:
+            return
+        checked = CheckedBatch(batch.topic, batch.partition, accepted, (), checked.last_offset)
+        lookups = self._planner.lookups(checked)
+        results = self._store.read(lookups)
+        self._planner.remember_registries(lookups, results)
+        plan = self._planner.plan(checked, results, lookups)
+        if any(refused_at(answer) is not None for answer in self._store.apply(plan)):
+            raise ServiceError(f"another writer changed the scratch namespace {self.scratch!r}")
+        self._planner.commit(plan)
+
+    def _extend(self, tag: str, upto: dict[int, int]) -> None:
+        """Replay ``tag``'s records of each partition up to ``upto`` (from its current cut)."""
+        cut = self._cut.setdefault(tag, {})
+        ranges = {
+            p: (self._limit(tag, p) + 1, offset)
+            for p, offset in upto.items()
+            if offset > self._limit(tag, p)
+        }
+        if not ranges:
+            return
+
+        def keep(rec: Accepted, partition: int) -> bool:
+            return group_tag(rec) == tag and rec.offset <= ranges[partition][1]
+
+        for batch in self._log.read(ranges):
+            self._apply(batch, keep)
+        for p, (_, last) in ranges.items():
+            cut[p] = last
+
+    # -- comparing ---------------------------------------------------------------------
+
+    def _tags(self) -> list[str]:
+        """Every group either side has (live watermarks, or the scratch replay)."""
+        found = set(self._cut)
+        for raw in self._client.scan_iter(match=f"{self.scratch}:*:meta:wm", count=1000):
+            found.add(tag_of(raw.decode() if isinstance(raw, bytes) else raw))
+        return sorted(tag for tag in found if self._wanted(tag))
+
+    def _windows(self, tag: str) -> list[str]:
+        live, scratch = GroupKeys(self._namespace, tag), GroupKeys(self.scratch, tag)
+        out: set[str] = set()
+        for key in (live.boards, scratch.boards):
+            out |= {m.decode() if isinstance(m, bytes) else m for m in self._client.smembers(key)}
+        return sorted(out)
+
+    def _compare(self, tag: str, report: VerifyReport) -> list[Difference]:
+        """First pass: stream every board of the group both ways; suspects only."""
+        live, scratch = GroupKeys(self._namespace, tag), GroupKeys(self.scratch, tag)
+        out: list[Difference] = []
+        for window in self._windows(tag):
+            live_key, scratch_key = live.board(window), scratch.board(window)
+            if not (self._client.exists(live_key) or self._client.exists(scratch_key)):
+                continue  # expired on both sides
+            report.boards += 1
+            for chunk in _chunks(self._client.zscan_iter(live_key, count=CHUNK), CHUNK):
+                report.members += len(chunk)
+                players = [_text(m) for m, _ in chunk]
+                expected = self._client.zmscore(scratch_key, players)
+                for player, (_, value), want in zip(players, chunk, expected, strict=True):
+                    if want is None:
+                        out.append(Difference(tag, window, player, "extra", int(value), None))
+                    elif int(want) != int(value):
+                        out.append(
+                            Difference(tag, window, player, "wrong value", int(value), int(want))
+                        )
+            for chunk in _chunks(self._client.zscan_iter(scratch_key, count=CHUNK), CHUNK):
+                players = [_text(m) for m, _ in chunk]
+                present = self._client.zmscore(live_key, players)
+                for player, (_, want), value in zip(players, chunk, present, strict=True):
+                    if value is None:
+                        out.append(Difference(tag, window, player, "missing", None, int(want)))
+        out += _counter_diffs(tag, self._stats(live.stats), self._stats(scratch.stats))
+        return out
+
+    def _settle(self, tag: str, suspects: list[Difference]) -> list[Difference]:
+        """Second pass: re-read suspects atomically with the watermarks, replay up to them."""
+        members = [d for d in suspects if d.kind != "counter"]
+        out: list[Difference] = []
+        chunks = [members[i : i + SETTLE_CHUNK] for i in range(0, len(members), SETTLE_CHUNK)]
+        for number, chunk in enumerate(chunks or [[]]):
+            with_counters = number == len(chunks or [[]]) - 1
+            out += self._settle_chunk(tag, chunk, with_counters)
+        return out
+
+    def _settle_chunk(
+        self, tag: str, suspects: list[Difference], with_counters: bool
+    ) -> list[Difference]:
+        live, scratch = GroupKeys(self._namespace, tag), GroupKeys(self.scratch, tag)
+        by_window: dict[str, list[str]] = {}
+        for diff in suspects:
+            by_window.setdefault(diff.board, []).append(diff.player)
+        windows = sorted(by_window)
+        args: list[Any] = []
+        for window in windows:
+            args += [len(by_window[window]), *by_window[window]]
+        keys = [live.watermarks, live.stats, *(live.board(w) for w in windows)]
+        answer = self._client.eval(READ_AT_ONCE, len(keys), *keys, *args)
+        watermarks = _pairs(answer[0])
+        live_stats = {name: int(v) for name, v in _pairs(answer[1]).items()}
+        upto: dict[int, int] = {}
+        for name, value in watermarks.items():
+            topic, _, part = name.rpartition("/")
+            if topic == self._topic:
+                upto[int(part)] = int(value)
+        self._extend(tag, upto)
+        out: list[Difference] = []
+        for window, values in zip(windows, answer[2:], strict=True):
+            players = by_window[window]
+            expected = self._client.zmscore(scratch.board(window), players)
+            for player, value, want in zip(players, values, expected, strict=True):
+                got = None if value is None else int(float(value))
+                wanted = None if want is None else int(want)
+                if got == wanted:
+                    continue
+                kind = "missing" if got is None else "extra" if wanted is None else "wrong value"
+                out.append(Difference(tag, window, player, kind, got, wanted))
+        if with_counters:
+            out += _counter_diffs(tag, live_stats, self._stats(scratch.stats))
+        return out
+
+    def _stats(self, key: str) -> dict[str, int]:
+        return {_text(k): int(v) for k, v in self._client.hgetall(key).items()}
+
+
+def _counter_diffs(tag: str, live: dict[str, int], log: dict[str, int]) -> list[Difference]:
+    return [
+        Difference(tag, "meta:stats", name, "counter", live.get(name, 0), log.get(name, 0))
+        for name in COUNTERS
+        if live.get(name, 0) != log.get(name, 0)
+    ]
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _pairs(flat: Sequence[Any]) -> dict[str, Any]:
+    return {_text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+
+
+def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+__all__ = ["Difference", "LogReader", "Verifier", "VerifyReport"]
