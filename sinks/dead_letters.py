@@ -33,6 +33,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from domain.errors import RetryBudgetExceeded, ServiceError
 from domain.records import CheckedBatch, DeadLetter
+from sinks import outcomes
 from sources.kafka_source import ErrorLog, topic_partitions
 
 log = logging.getLogger(__name__)
@@ -138,18 +139,19 @@ class _DeadLetterPartition(StatelessSinkPartition[CheckedBatch]):
             self._failures.append(str(err))
 
     def write_batch(self, items: Sequence[CheckedBatch]) -> None:
-        sent = 0
+        sent: list[str] = []
         for batch in items:
             done = self._already.get(batch.partition, -1)
             for letter in batch.dead:
                 if letter.record.offset <= done:
                     continue  # written before a restart
                 self._produce(letter)
-                sent += 1
+                sent.append(letter.code)
             if batch.dead:
                 self._already[batch.partition] = max(done, batch.dead[-1].record.offset)
         if sent:
             self._await_delivery()
+            outcomes.add_dead_letters(sent)
 
     def _await_delivery(self) -> None:
         """Block until Kafka acknowledged every letter; fail once librdkafka gave up.

@@ -22,7 +22,7 @@ while it waits the worker reads nothing more (backpressure, not loss).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -30,10 +30,11 @@ from bytewax.outputs import DynamicSink, StatelessSinkPartition
 from redis.cluster import RedisCluster
 
 from domain.backoff import Backoff
-from domain.errors import ServiceError
+from domain.errors import ServiceError, StopRequested
 from domain.planner import BoardPlanner, GroupWrite, LookupResults, Lookups, WritePlan
 from domain.records import CheckedBatch
-from sinks.retry import call_with_retry
+from sinks import outcomes
+from sinks.retry import abandon, call_with_retry
 
 #: Errors after which re-sending the same round trip is safe and may succeed: the
 #: connection dropped or timed out (BusyLoadingError, Redis loading its AOF, is a
@@ -145,9 +146,12 @@ class RedisBoardStore:
     other Redis errors (a script error, out of memory) fail at once.
     """
 
-    def __init__(self, client: Any, retry: Backoff = NO_RETRY) -> None:
+    def __init__(
+        self, client: Any, retry: Backoff = NO_RETRY, stopping: Callable[[], bool] = lambda: False
+    ) -> None:
         self._client = client
         self._retry = retry
+        self._stopping = stopping
         self._cluster = isinstance(client, RedisCluster)
         self._apply = None if self._cluster else client.register_script(APPLY_GROUP)
         self._stale_slots = False
@@ -162,7 +166,10 @@ class RedisBoardStore:
                 permanent=PERMANENT,
                 setting="LB_REDIS_RETRY_S",
                 after_failure=self._forget_slots,
+                stopping=self._stopping,
             )
+        except StopRequested as exc:
+            abandon(exc)
         except redis.RedisError as exc:
             raise ServiceError(f"{what} failed: {exc}") from exc
 
@@ -301,6 +308,7 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
                 self._planner.remember_registries(need, got)
                 plans.append(self._planner.plan(batch, got, need))
             self._store.apply_many(plans)
+            outcomes.add_board_outcomes(plan.totals() for plan in plans)
             for plan in plans:
                 self._planner.commit(plan)
             pending = later
@@ -316,8 +324,10 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
         dedupe_horizon_ms: int,
         cache_capacity: int,
         retry: Backoff,
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self._client_factory = client_factory
+        self._stopping = stopping
         self._namespace = namespace
         self._horizon_ms = dedupe_horizon_ms
         self._capacity = cache_capacity
@@ -339,8 +349,11 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
                 transient=TRANSIENT,
                 permanent=PERMANENT,
                 setting="LB_REDIS_RETRY_S",
+                stopping=self._stopping,
             )
+        except StopRequested as exc:
+            abandon(exc)
         except redis.RedisError as exc:
             raise ServiceError(f"cannot reach Redis: {exc}") from exc
         planner = BoardPlanner(self._namespace, self._horizon_ms, self._capacity)
-        return _BoardPartition(RedisBoardStore(client, self._retry), planner)
+        return _BoardPartition(RedisBoardStore(client, self._retry, self._stopping), planner)
