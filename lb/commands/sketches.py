@@ -495,7 +495,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     publish.set_defaults(handler=_publish)
 
     show = sub.add_parser("show", help="what is published for one board")
-    show.add_argument("game")
+    show.add_argument("game", help="game id, e.g. g1")
     show.add_argument("--window", default="alltime", help=WINDOW_HELP)
     show.add_argument(
         "--score", type=int, default=None, help="also estimate this score's percentile"
@@ -511,9 +511,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--players", type=int, nargs="+", default=[1_000_000], help="board sizes (default 1M)"
     )
     measure.add_argument("--rounds", type=int, default=3, help="improvement rounds (default 3)")
-    measure.add_argument("--seed", type=int, default=20261122)
-    measure.add_argument("--k", type=int, default=DEFAULT_K)
-    measure.add_argument("--exact-tier", type=int, default=GameConfig().exact_tier)
+    measure.add_argument(
+        "--seed", type=int, default=20261122, help="random seed of the synthetic boards"
+    )
+    measure.add_argument("--k", type=int, default=DEFAULT_K, help="KLL k, size vs accuracy")
+    measure.add_argument(
+        "--exact-tier",
+        type=int,
+        default=GameConfig().exact_tier,
+        help="players ranked exactly; errors are reported beyond it",
+    )
     measure.add_argument("--compare", action="store_true", help="also KLL k=200 and REQ")
     measure.add_argument(
         "--redis", action="store_true", help="also write, publish and check through Redis"
