@@ -95,6 +95,18 @@ def _files(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def _python_module(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", *argv],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def _assert_one_clear_line(done: Any, needle: str, argv: list[str]) -> None:
     err = done.stderr
     assert done.returncode == 2, (argv, done.returncode, err[-2000:])
@@ -154,7 +166,12 @@ def test_serve_on_a_busy_port(tmp_path: Path, bare_topic: str, kafka_bootstrap: 
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        case = ("serve-busy", ["serve", "--port", str(port)], {}, "Address already in use")
+        case: tuple[str, list[str], dict[str, str], str] = (
+            "serve-busy",
+            ["serve", "--port", str(port)],
+            {},
+            "Address already in use",
+        )
         _check(case, bare_topic, tmp_path, kafka_bootstrap)
 
 
@@ -162,15 +179,7 @@ def test_flow_started_by_hand_without_its_dead_letter_topic(
     bare_topic: str, tmp_path: Path
 ) -> None:
     env = job_env(bare_topic, "tmistakes", tmp_path / "state", _files(tmp_path) / "g1.toml")
-    done = subprocess.run(
-        [sys.executable, "-m", "bytewax.run", "flows.scoreboard:build()"],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _python_module(["bytewax.run", "flows.scoreboard:build()"], env)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "panicked" not in done.stderr and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
@@ -228,14 +237,7 @@ def test_a_closed_pipe_ends_the_command_quietly(
 
 
 def test_schemas_compat_help() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "schemas.compat", "--help"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _python_module(["schemas.compat", "--help"], dict(os.environ))
     assert done.returncode == 0 and "usage: python -m schemas.compat" in done.stdout
 
 
