@@ -23,7 +23,7 @@ from collections.abc import Callable
 from types import FrameType
 
 from config.settings import Settings
-from domain.errors import ServiceError
+from domain.errors import ConfigError, ServiceError
 from domain.topk import DEFAULT_K
 from jobs.topk_merger import DEFAULT_TTL_MS, TopKMerger
 from lb.commands.read import now_ms
@@ -90,8 +90,7 @@ def positive_float(raw: str) -> float:
 def _topk_run(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     if args.k < 1 or (args.ttl is not None and args.ttl < 0):
-        print("lb topk: error: --k must be positive and --ttl >= 0", file=sys.stderr)
-        return 2
+        raise ConfigError(f"--k must be positive and --ttl >= 0, got {args.k} and {args.ttl}")
     if args.ttl is not None:
         ttl_s = args.ttl
     elif args.once:  # no next tick refreshes it: a cron-friendly lifetime, not 5 s
