@@ -25,11 +25,12 @@ from domain.games import GameCatalog
 PROBE_TIMEOUT_S = 5.0
 
 #: librdkafka's own log lines (one per failed connection attempt, hundreds a
-#: minute while a broker is down) go here, below every handler's level; probes
-#: report the outage once, in their error.
-_QUIET = logging.getLogger("lb.librdkafka")
-_QUIET.propagate = False
-_QUIET.addHandler(logging.NullHandler())
+#: minute while a broker is down) go here and nowhere else: the same errors reach
+#: each client's ``error_cb`` (logged at most every few seconds per kind) or its
+#: exceptions, so nothing is lost but the flood.
+QUIET_KAFKA_LOGGER = logging.getLogger("lb.librdkafka")
+QUIET_KAFKA_LOGGER.propagate = False
+QUIET_KAFKA_LOGGER.addHandler(logging.NullHandler())
 
 
 def redis_client(settings: Settings, **options: Any) -> Any:
@@ -104,7 +105,7 @@ def probe_redis(settings: Settings, timeout_s: float = PROBE_TIMEOUT_S) -> None:
 
 def quiet_kafka_config(settings: Settings) -> dict[str, Any]:
     """Client properties whose librdkafka log lines are dropped (errors surface as exceptions)."""
-    return {**settings.kafka_config(), "logger": _QUIET, "log_level": 0}
+    return {**settings.kafka_config(), "logger": QUIET_KAFKA_LOGGER, "log_level": 0}
 
 
 def probe_kafka(settings: Settings, timeout_s: float = PROBE_TIMEOUT_S) -> dict[str, int]:
