@@ -31,6 +31,7 @@ from typing import Any
 from bytewax.outputs import DynamicSink, StatelessSinkPartition
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from config.clients import QUIET_KAFKA_LOGGER
 from domain.errors import RetryBudgetExceeded, ServiceError
 from domain.records import CheckedBatch, DeadLetter
 from sinks import outcomes
@@ -82,6 +83,7 @@ def applied_offsets(
             "enable.auto.commit": False,
             "fetch.wait.max.ms": 50,
             "log_level": 3,
+            "logger": QUIET_KAFKA_LOGGER,
         }
     )
     found: dict[int, int] = {}
@@ -243,6 +245,7 @@ class DeadLetterSink(DynamicSink[CheckedBatch]):
                 "message.timeout.ms": max(1, int(self._timeout_s * 1000)),
                 "error_cb": ErrorLog(f"dead-letter producer {self._topic}"),
                 "log_level": 3,
+                "logger": QUIET_KAFKA_LOGGER,
             }
         )
         return _DeadLetterPartition(producer, self._topic, partitions, already, self._timeout_s)
