@@ -11,9 +11,10 @@ timestamp, so the running job judges it again under the new settings (a
 letter that still fails comes back as a new letter). Each code remembers how
 far it got in the consumer group ``lb-redrive.<dlq topic>.<CODE>``: running it
 again sends only letters that arrived since. The position is recorded after
-Kafka acknowledged the records, so an interrupted re-drive may send some
-again; the job drops such copies as duplicates within LB_DEDUPE_HORIZON_S of
-record time, and operators best and set are idempotent anyway.
+Kafka acknowledged the records, so a re-drive interrupted in between may
+send some again: the job drops a copy it still remembers (LB_DEDUPE_HORIZON_S)
+as a duplicate, and operators best and set are idempotent anyway; an incr game
+could count such a copy twice.
 """
 
 from __future__ import annotations
