@@ -75,6 +75,15 @@ def game_catalog(settings: Settings) -> GameCatalog:
     return GameCatalog.builtin()
 
 
+def _cluster_enabled(client: Any) -> bool | None:
+    """Whether the server runs in cluster mode; ``None`` when the ACL user may not ask."""
+    try:
+        return bool(client.info("cluster").get("cluster_enabled"))
+    except (redis.exceptions.NoPermissionError, redis.exceptions.AuthorizationError):
+        client.ping()
+        return None
+
+
 def probe_redis(settings: Settings, timeout_s: float = PROBE_TIMEOUT_S) -> None:
     """Fail in seconds, with one line, when Redis is unreachable or not what the settings say.
 
@@ -90,13 +99,15 @@ def probe_redis(settings: Settings, timeout_s: float = PROBE_TIMEOUT_S) -> None:
             plain, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, retry=None
         )
         try:
-            enabled = bool(client.info("cluster").get("cluster_enabled"))
+            enabled = _cluster_enabled(client)
         finally:
             client.close()
     except redis.AuthenticationError as exc:
         raise ConfigError(f"Redis refused the credentials ({where}): {exc}") from exc
     except redis.RedisError as exc:
         raise ServiceError(f"Redis is not reachable ({where}): {exc}") from exc
+    if enabled is None:
+        return  # a user without INFO rights: reachable, mode not checked
     if enabled and not settings.redis_cluster:
         raise ConfigError(f"{where} names a Redis Cluster node: set LB_REDIS_CLUSTER=1")
     if settings.redis_cluster and not enabled:
