@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -125,3 +126,22 @@ def test_outcomes_add_up_across_calls() -> None:
     outcomes.add_dead_letters(["LATE", "LATE", "BOUNDS"])
     assert outcomes.snapshot() == ({"applied": 3, "noop": 1}, {"LATE": 2, "BOUNDS": 1})
     outcomes.reset()
+
+
+def test_job_config_names_the_setting_before_any_io(tmp_path: Path) -> None:
+    from config.settings import Settings
+    from flows.preflight import describe_games, job_config
+
+    broken = tmp_path / "games.toml"
+    broken.write_text("[games\n")
+    base = {"LB_KAFKA_BOOTSTRAP": "127.0.0.1:9", "LB_REDIS_URL": "redis://127.0.0.1:9/0"}
+    with pytest.raises(ConfigError, match=r"^LB_GAMES: .*not valid TOML"):
+        job_config(Settings.from_env({**base, "LB_GAMES": str(broken)}))
+    with pytest.raises(ConfigError, match=r"^LB_HMAC_KEYS: "):
+        job_config(Settings.from_env({**base, "LB_HMAC_KEYS": "k1"}))
+    served = tmp_path / "served.toml"
+    served.write_text('[default]\n[games."g1"]\n')
+    settings = Settings.from_env({**base, "LB_GAMES": str(served)})
+    assert describe_games(job_config(settings).catalog, settings.games_file).startswith(
+        "g1 and any other game by [default]"
+    )
