@@ -7,15 +7,30 @@ password, the TLS CA and cluster mode are honoured the same way everywhere.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from typing import Any
 
 import redis
+from confluent_kafka import Consumer, KafkaException
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
 
 from config.settings import Settings
+from domain.errors import ConfigError, ServiceError
 from domain.games import GameCatalog
+
+#: How long a start-up check waits for a service before saying it is unreachable.
+PROBE_TIMEOUT_S = 5.0
+
+#: librdkafka's own log lines (one per failed connection attempt, hundreds a
+#: minute while a broker is down) go here and nowhere else: the same errors reach
+#: each client's ``error_cb`` (logged at most every few seconds per kind) or its
+#: exceptions, so nothing is lost but the flood.
+QUIET_KAFKA_LOGGER = logging.getLogger("lb.librdkafka")
+QUIET_KAFKA_LOGGER.propagate = False
+QUIET_KAFKA_LOGGER.addHandler(logging.NullHandler())
 
 
 def redis_client(settings: Settings, **options: Any) -> Any:
@@ -58,3 +73,62 @@ def game_catalog(settings: Settings) -> GameCatalog:
     if settings.games_file is not None:
         return GameCatalog.load(settings.games_file)
     return GameCatalog.builtin()
+
+
+def _cluster_enabled(client: Any) -> bool | None:
+    """Whether the server runs in cluster mode; ``None`` when the ACL user may not ask."""
+    try:
+        return bool(client.info("cluster").get("cluster_enabled"))
+    except (redis.exceptions.NoPermissionError, redis.exceptions.AuthorizationError):
+        client.ping()
+        return None
+
+
+def probe_redis(settings: Settings, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Fail in seconds, with one line, when Redis is unreachable or not what the settings say.
+
+    A standalone server behind ``LB_REDIS_CLUSTER=1`` or a cluster node behind a
+    standalone client only shows up later as a cryptic error (``MOVED``, "cluster
+    mode is not enabled"), so the server's ``cluster_enabled`` is compared with
+    the flag here.
+    """
+    where = f"LB_REDIS_URL={settings.redis_display_url()}"
+    plain = dataclasses.replace(settings, redis_cluster=False)
+    try:
+        client = redis_client(
+            plain, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, retry=None
+        )
+        try:
+            enabled = _cluster_enabled(client)
+        finally:
+            client.close()
+    except redis.AuthenticationError as exc:
+        raise ConfigError(f"Redis refused the credentials ({where}): {exc}") from exc
+    except redis.RedisError as exc:
+        raise ServiceError(f"Redis is not reachable ({where}): {exc}") from exc
+    if enabled is None:
+        return  # a user without INFO rights: reachable, mode not checked
+    if enabled and not settings.redis_cluster:
+        raise ConfigError(f"{where} names a Redis Cluster node: set LB_REDIS_CLUSTER=1")
+    if settings.redis_cluster and not enabled:
+        raise ConfigError(f"LB_REDIS_CLUSTER=1 but {where} is not a cluster node: unset it")
+
+
+def quiet_kafka_config(settings: Settings) -> dict[str, Any]:
+    """Client properties whose librdkafka log lines are dropped (errors surface as exceptions)."""
+    return {**settings.kafka_config(), "logger": QUIET_KAFKA_LOGGER, "log_level": 0}
+
+
+def probe_kafka(settings: Settings, timeout_s: float = PROBE_TIMEOUT_S) -> dict[str, int]:
+    """Partition counts of the broker's topics; one clear error when it cannot be reached."""
+    consumer = Consumer({**quiet_kafka_config(settings), "group.id": "lb-probe"})
+    try:
+        meta = consumer.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        raise ServiceError(
+            f"the Kafka broker at {settings.kafka_bootstrap} (LB_KAFKA_BOOTSTRAP) is not "
+            f"reachable within {timeout_s:g} s"
+        ) from exc
+    finally:
+        consumer.close()
+    return {name: len(info.partitions) for name, info in meta.topics.items() if not info.error}

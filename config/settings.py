@@ -99,6 +99,8 @@ class Settings:
     heal_check_s: int = 5
     #: Redis key namespace (``<ns>:{game}:...``); tests and ``lb rebuild`` use others.
     namespace: str = "lb"
+    #: Seconds between the running job's progress lines on stderr (0: only the summary).
+    progress_s: int = 10
 
     def __post_init__(self) -> None:
         if not self.kafka_bootstrap:
@@ -130,6 +132,8 @@ class Settings:
             raise ConfigError("LB_REDIS_RETRY_S and LB_KAFKA_RETRY_S must not be negative")
         if self.heal_check_s < 1:
             raise ConfigError("LB_HEAL_CHECK_S must be at least 1")
+        if self.progress_s < 0:
+            raise ConfigError(f"LB_PROGRESS_S must not be negative, got {self.progress_s}")
         if self.redis_timeout_s < 1:
             raise ConfigError("LB_REDIS_TIMEOUT_S must be at least 1")
         if self.games_file is not None and not self.games_file.is_file():
@@ -202,6 +206,7 @@ class Settings:
             kafka_retry_s=_int(env, "LB_KAFKA_RETRY_S", 300),
             heal_check_s=_int(env, "LB_HEAL_CHECK_S", 5),
             namespace=env.get("LB_NAMESPACE") or "lb",
+            progress_s=_int(env, "LB_PROGRESS_S", 10),
         )
 
 

@@ -38,5 +38,14 @@ class RetryBudgetExceeded(ServiceError):
     """
 
 
+class StopRequested(ServiceError):
+    """The job was asked to stop while a service was failing: the call was abandoned.
+
+    Nothing it would have written was acknowledged, so nothing is lost: the
+    next start replays from the last snapshot, and the offset watermarks keep
+    that replay exact.
+    """
+
+
 class QueryError(LeaderboardError):
     """A reader asked for something malformed (unknown window id, bad limit, ...)."""

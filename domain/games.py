@@ -336,6 +336,11 @@ class GameCatalog:
             return None
         return self._default
 
+    @property
+    def default(self) -> GameConfig | None:
+        """The ``[default]`` rules of every other valid game id (``None``: they are refused)."""
+        return self._default
+
     def games(self) -> Mapping[str, GameConfig]:
         """The explicitly configured games (not those served by ``[default]``)."""
         return MappingProxyType(self._games)

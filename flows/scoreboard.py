@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 from types import FrameType
 
 import bytewax.operators as op
 from bytewax.dataflow import Dataflow
 
-from config.clients import game_catalog, job_redis_client
+from config.clients import job_redis_client
 from config.settings import Settings
 from domain.backoff import Backoff
+from domain.errors import LeaderboardError
 from domain.records import CheckedBatch, RecordBatch
 from domain.rewinds import Rewinds
-from domain.signing import parse_keyring
 from domain.validation import Validator
+from flows import preflight, progress
 from schemas.codec import ScoreEventCodec
 from sinks.dead_letters import DeadLetterSink
 from sinks.redis_boards import RedisBoardSink, ResumeFromRedis
@@ -54,6 +56,23 @@ def _install_stop_handlers(stop: StopSignal) -> None:
         pass
 
 
+def _checked(dead_letters: bool) -> tuple[Settings, preflight.JobConfig]:
+    """Settings, games and keys checked, and the services asked once, before the flow exists.
+
+    Started by hand (``python -m bytewax.run``), a mistake would otherwise
+    surface as a panic inside Bytewax with the cause buried in it; here it is
+    one line on stderr and exit code 2, like every ``lb`` command.
+    """
+    try:
+        settings = Settings.from_env()
+        config = preflight.job_config(settings)
+        preflight.check_services(settings, need_dead_letter_topic=dead_letters)
+    except LeaderboardError as exc:
+        print(f"{FLOW_ID}: error: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from exc
+    return settings, config
+
+
 def build(
     until_end: bool = False, namespace: str | None = None, dead_letters: bool = True
 ) -> Dataflow:
@@ -64,15 +83,13 @@ def build(
     ``dead_letters=False`` leaves the dead-letter topic alone (a rebuild
     replays records the live job already dead-lettered).
     """
-    settings = Settings.from_env()
+    settings, config = _checked(dead_letters)
     if settings.uses_dev_keys:
         log.warning("LB_HMAC_KEYS is unset: using the insecure built-in development key")
-    catalog = game_catalog(settings)
     stop = StopSignal()
     _install_stop_handlers(stop)
-    validator = Validator(
-        catalog, parse_keyring(settings.hmac_keys.reveal()), ScoreEventCodec.from_registry().decode
-    )
+    progress.start(settings.progress_s)
+    validator = Validator(config.catalog, config.keyring, ScoreEventCodec.from_registry().decode)
 
     target = namespace or settings.namespace
     retry = Backoff(budget_s=settings.redis_retry_s)
@@ -123,6 +140,7 @@ def build(
             retry=retry,
             rewinds=rewinds,
             heal_check_s=settings.heal_check_s,
+            stopping=stop.is_set,
         ),
     )
     return flow

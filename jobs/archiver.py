@@ -12,7 +12,8 @@ with columns ``rank`` (exact 1-based position, no ``exact_tier`` cut),
 ``playerId``, ``score`` (decoded with the window's codec) and ``composite``
 (the exact board value), and recorded in ``<dir>/<game>/manifest.json``
 and in Redis, in the set ``<ns>:{<game>}:meta:archived`` of window ids, so
-each board is archived once. The board itself stays in Redis, readable by its
+each board is archived once per directory (a pass into another directory
+writes there what its manifest lacks). The board itself stays in Redis, readable by its
 id (``daily:2026-05-04``), until its key expires (``*_retention_seconds``
 after the window end).
 
@@ -254,7 +255,9 @@ class Archiver:
         answers = iter(execute(pipe) if served else [])
         for game, config in served:
             ids = {text(m) for _ in _tags(game, config) for m in next(answers)}
-            done = {text(m) for m in next(answers)}
+            # The Redis set is a shortcut; this directory's manifest is the record, so
+            # a pass into a new --dir archives there what another directory holds.
+            done = {text(m) for m in next(answers)} & self._listed(game)
             for window_id in sorted(ids):
                 self._consider(game, config, window_id, done, now_ms, report)
         report.seconds = time.perf_counter() - started
@@ -293,6 +296,11 @@ class Archiver:
             report.empty += 1
         else:
             report.archived.append({"game": game, **asdict(entry)})
+
+    def _listed(self, game: str) -> set[str]:
+        """Window ids of this namespace that this directory's manifest lists for ``game``."""
+        archives = read_manifest(manifest_path(self.directory, game))["archives"]
+        return {str(e.get("window")) for e in archives if e.get("namespace") == self.namespace}
 
     def _recover(self, game: str, window_id: str) -> bool:
         """Mark in Redis a window the manifest already lists with an intact file."""

@@ -1,18 +1,26 @@
 """``lb``: the command-line entry point.
 
 Each subcommand lives in ``lb/commands/<name>.py`` and exposes
-``register(subparsers)``; this module only assembles them, reads the settings
-once and turns our own errors into a clear message and exit code 2.
+``register(subparsers)``; this module only assembles them and owns the one
+error path every command shares: a mistake (our own errors, and the
+third-party ones :mod:`lb.errors` recognises) becomes one line on stderr
+naming the setting or argument, and exit code 2; a usage error is one line
+too. A reader that closes the pipe early (``lb top ... | head``) ends the
+command quietly.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import NoReturn
 
-from domain.errors import LeaderboardError
+from lb.errors import explain
+from lb.help import LbHelpFormatter, plain
 
 #: Subcommand modules, in the order ``lb --help`` lists them.
 COMMANDS: tuple[str, ...] = (
@@ -21,6 +29,7 @@ COMMANDS: tuple[str, ...] = (
     "run",
     "rebuild",
     "verify",
+    "dlq",
     "read",
     "friends",
     "serve",
@@ -30,10 +39,42 @@ COMMANDS: tuple[str, ...] = (
     "archive",
 )
 
+#: Exit code of every mistake (usage, settings, unreachable service).
+USAGE_ERROR = 2
+
+
+class LbParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (the usage is one ``--help`` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def package_version() -> str:
+    """The installed version of the project (``lb --version``)."""
+    try:
+        return version("realtime-leaderboard")
+    except PackageNotFoundError:  # running from a tree that was never installed
+        return "unknown"
+
+
+def _tidy(parser: argparse.ArgumentParser) -> None:
+    """Plain-text help for ``parser`` and every subcommand below it."""
+    parser.formatter_class = LbHelpFormatter
+    if parser.description:
+        parser.description = plain(parser.description)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                choice.help = plain(choice.help or "")
+            for sub in action.choices.values():
+                _tidy(sub)
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, with every available subcommand registered."""
-    parser = argparse.ArgumentParser(prog="lb", description="Real-time leaderboard pipeline.")
+    parser = LbParser(prog="lb", description="Real-time leaderboard pipeline.")
+    parser.add_argument("--version", action="version", version=f"lb {package_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         try:
@@ -43,7 +84,15 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # not built yet
             raise
         module.register(subparsers)
+    _tidy(parser)
     return parser
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe: send what is still buffered nowhere, so exit does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -52,11 +101,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.handler(args)
-    except LeaderboardError as exc:
-        print(f"lb {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()  # the reader has what it wanted (``| head``)
+        return 0
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        message = explain(exc)
+        if message is None:
+            raise
+        print(f"lb {args.command}: error: {message}", file=sys.stderr)
+        return USAGE_ERROR
     return code
 
 

@@ -21,6 +21,7 @@ Run ``python -m schemas.compat [registry.json]`` in CI: exit 1 on any problem.
 
 from __future__ import annotations
 
+import argparse
 import copy
 import io
 import sys
@@ -368,10 +369,24 @@ def _samples(schema: Any, named: Mapping[str, Any], depth: int) -> list[Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CI entry point: print every problem of the registry; exit 1 if there is any."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    problems = check_registry(args[0] if args else None)
+    parser = argparse.ArgumentParser(
+        prog="python -m schemas.compat",
+        description="Check that every subject of a schema registry file keeps its declared "
+        "compatibility level (FULL, BACKWARD, FORWARD or NONE) from each version to the "
+        "next. Exit 0: compatible; 1: problems, one per line on stderr.",
+    )
+    parser.add_argument(
+        "registry",
+        nargs="?",
+        default=None,
+        help="registry file (default: the committed schemas/registry.json)",
+    )
+    args = parser.parse_args(argv)
+    problems = check_registry(args.registry)
     for problem in problems:
         print(problem, file=sys.stderr)
+    if not problems:
+        print("schemas: every subject keeps its compatibility level")
     return 1 if problems else 0
 
 

@@ -10,6 +10,7 @@ command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v java >/dev/null || need+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || need+=(maven)
+command -v curl >/dev/null || need+=(curl)  # the HTTP examples of docs/API.md, run by the tests
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing system packages: ${need[*]} (install them with apt-get as root)" >&2

@@ -31,8 +31,10 @@ from typing import Any
 from bytewax.outputs import DynamicSink, StatelessSinkPartition
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from config.clients import QUIET_KAFKA_LOGGER
 from domain.errors import RetryBudgetExceeded, ServiceError
 from domain.records import CheckedBatch, DeadLetter
+from sinks import outcomes
 from sources.kafka_source import ErrorLog, topic_partitions
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,7 @@ def applied_offsets(
             "enable.auto.commit": False,
             "fetch.wait.max.ms": 50,
             "log_level": 3,
+            "logger": QUIET_KAFKA_LOGGER,
         }
     )
     found: dict[int, int] = {}
@@ -138,18 +141,19 @@ class _DeadLetterPartition(StatelessSinkPartition[CheckedBatch]):
             self._failures.append(str(err))
 
     def write_batch(self, items: Sequence[CheckedBatch]) -> None:
-        sent = 0
+        sent: list[str] = []
         for batch in items:
             done = self._already.get(batch.partition, -1)
             for letter in batch.dead:
                 if letter.record.offset <= done:
                     continue  # written before a restart
                 self._produce(letter)
-                sent += 1
+                sent.append(letter.code)
             if batch.dead:
                 self._already[batch.partition] = max(done, batch.dead[-1].record.offset)
         if sent:
             self._await_delivery()
+            outcomes.add_dead_letters(sent)
 
     def _await_delivery(self) -> None:
         """Block until Kafka acknowledged every letter; fail once librdkafka gave up.
@@ -241,6 +245,7 @@ class DeadLetterSink(DynamicSink[CheckedBatch]):
                 "message.timeout.ms": max(1, int(self._timeout_s * 1000)),
                 "error_cb": ErrorLog(f"dead-letter producer {self._topic}"),
                 "log_level": 3,
+                "logger": QUIET_KAFKA_LOGGER,
             }
         )
         return _DeadLetterPartition(producer, self._topic, partitions, already, self._timeout_s)

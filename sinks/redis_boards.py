@@ -32,13 +32,14 @@ from bytewax.outputs import DynamicSink, StatelessSinkPartition
 from redis.cluster import RedisCluster
 
 from domain.backoff import Backoff
-from domain.errors import ServiceError
+from domain.errors import ServiceError, StopRequested
 from domain.healing import PROGRESS_FIELD, Divergence, audit, progress_fields, resume_offset
 from domain.keys import GroupKeys, progress_key, tag_of, watermark_field
 from domain.planner import BoardPlanner, GroupWrite, LookupResults, Lookups, WritePlan
 from domain.records import CheckedBatch
 from domain.rewinds import Rewinds
-from sinks.retry import call_with_retry
+from sinks import outcomes
+from sinks.retry import abandon, call_with_retry
 
 log = logging.getLogger(__name__)
 
@@ -164,9 +165,12 @@ class RedisBoardStore:
     other Redis errors (a script error, out of memory) fail at once.
     """
 
-    def __init__(self, client: Any, retry: Backoff = NO_RETRY) -> None:
+    def __init__(
+        self, client: Any, retry: Backoff = NO_RETRY, stopping: Callable[[], bool] = lambda: False
+    ) -> None:
         self._client = client
         self._retry = retry
+        self._stopping = stopping
         self._cluster = isinstance(client, RedisCluster)
         self._apply = None if self._cluster else client.register_script(APPLY_GROUP)
         self._stale_slots = False
@@ -181,7 +185,10 @@ class RedisBoardStore:
                 permanent=PERMANENT,
                 setting="LB_REDIS_RETRY_S",
                 after_failure=self._forget_slots,
+                stopping=self._stopping,
             )
+        except StopRequested as exc:
+            abandon(exc)
         except redis.RedisError as exc:
             raise ServiceError(f"{what} failed: {exc}") from exc
 
@@ -419,6 +426,7 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
                 else:
                     self._planner.commit(plan)
                     self._acknowledge(batch, plan)
+                    outcomes.add_board_outcomes([plan.totals()])
             if refused:
                 self._heal_refused(refused, restart)
                 pending = [batch for batch in later if self._current(batch)]
@@ -512,8 +520,10 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
         retry: Backoff,
         rewinds: Rewinds | None = None,
         heal_check_s: float = 5.0,
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self._client_factory = client_factory
+        self._stopping = stopping
         self._namespace = namespace
         self._horizon_ms = dedupe_horizon_ms
         self._capacity = cache_capacity
@@ -523,10 +533,10 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
 
     def build(self, step_id: str, worker_index: int, worker_count: int) -> _BoardPartition:
         """Connect (waiting under the retry budget if Redis is not up yet) and ping."""
-        client = connect(self._client_factory, self._retry)
+        client = connect(self._client_factory, self._retry, self._stopping)
         planner = BoardPlanner(self._namespace, self._horizon_ms, self._capacity)
         return _BoardPartition(
-            RedisBoardStore(client, self._retry),
+            RedisBoardStore(client, self._retry, self._stopping),
             planner,
             self._namespace,
             self._rewinds,
@@ -534,8 +544,15 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
         )
 
 
-def connect(client_factory: Callable[[], Any], retry: Backoff) -> Any:
-    """A pinged client, waiting under the retry budget while Redis is not up yet."""
+def connect(
+    client_factory: Callable[[], Any],
+    retry: Backoff,
+    stopping: Callable[[], bool] = lambda: False,
+) -> Any:
+    """A pinged client, waiting under the retry budget while Redis is not up yet.
+
+    A stop request while it waits ends the process at once (:func:`sinks.retry.abandon`).
+    """
 
     def attempt() -> Any:
         client = client_factory()  # a cluster client connects here already
@@ -550,7 +567,10 @@ def connect(client_factory: Callable[[], Any], retry: Backoff) -> Any:
             transient=TRANSIENT,
             permanent=PERMANENT,
             setting="LB_REDIS_RETRY_S",
+            stopping=stopping,
         )
+    except StopRequested as exc:
+        abandon(exc)
     except redis.RedisError as exc:
         raise ServiceError(f"cannot reach Redis: {exc}") from exc
 

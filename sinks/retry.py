@@ -11,17 +11,27 @@ is why this lives next to them and not in a general utility module.
 from __future__ import annotations
 
 import logging
+import os
 import random
+import sys
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from domain.backoff import Backoff
-from domain.errors import RetryBudgetExceeded
+from domain.errors import RetryBudgetExceeded, StopRequested
+from sinks import outcomes
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+#: While waiting between attempts, how often the stop signal is looked at.
+STOP_POLL_S = 0.1
+
+
+def _never() -> bool:
+    return False
 
 
 def call_with_retry(
@@ -33,6 +43,7 @@ def call_with_retry(
     setting: str,
     permanent: tuple[type[BaseException], ...] = (),
     after_failure: Callable[[], None] | None = None,
+    stopping: Callable[[], bool] = _never,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     draw: Callable[[], float] = random.random,
@@ -45,6 +56,12 @@ def call_with_retry(
     transient one (redis-py makes a wrong password a ``ConnectionError``:
     waiting would not fix it). ``setting`` names the knob in the final error
     message.
+
+    ``stopping()`` is looked at before every retry and during every wait: once
+    it answers true (the job was asked to stop) the call is abandoned with
+    :class:`StopRequested` instead of waiting out the budget. Abandoning is
+    safe for the sinks because what they failed to send was not acknowledged,
+    so Bytewax has not snapshotted past it and the next start sends it again.
     """
     first_failure: float | None = None
     attempt = 0
@@ -75,10 +92,48 @@ def call_with_retry(
             )
             if after_failure is not None:
                 after_failure()
-            sleep(wait)
+            _wait_unless_stopping(wait, stopping, what, exc, clock, sleep)
             continue
         if first_failure is not None:
             log.warning(
                 "%s recovered after %.1fs and %d retries", what, clock() - first_failure, attempt
             )
         return result
+
+
+def _wait_unless_stopping(
+    wait: float,
+    stopping: Callable[[], bool],
+    what: str,
+    exc: BaseException,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> None:
+    """Sleep ``wait`` seconds in short slices; raise :class:`StopRequested` once stopping."""
+    until = clock() + wait
+    while True:
+        if stopping():
+            raise StopRequested(f"stop requested while {what} was failing: {exc}") from exc
+        left = until - clock()
+        if left <= 0:
+            return
+        sleep(min(left, STOP_POLL_S))
+
+
+def abandon(exc: StopRequested) -> NoReturn:
+    """End this job process now (exit 0): a stop was asked for during an outage.
+
+    Returning from the sink would let Bytewax snapshot source offsets past a
+    batch that was never written, and raising would end in a panic; leaving
+    at once keeps the last snapshot where it is, so the next start sends the
+    batch again (a process kill is what the recovery store is built for).
+    """
+    boards, letters = outcomes.snapshot()
+    print(
+        f"scoreboard job: {str(exc).rstrip('.')}; stopped without applying the current "
+        f"batch (the next start replays it); so far {outcomes.describe(boards, letters)}",
+        file=sys.stderr,
+        flush=True,
+    )
+    logging.shutdown()
+    os._exit(0)

@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
+from config.clients import QUIET_KAFKA_LOGGER
 from domain.batching import MicroBatcher
 from domain.errors import ServiceError
 from domain.records import RecordBatch, SourceRecord
@@ -158,6 +159,7 @@ class _PartitionReader(StatefulSourcePartition[RecordBatch, int]):
                 "fetch.wait.max.ms": 10,
                 "queued.max.messages.kbytes": 65536,
                 "log_level": 3,
+                "logger": QUIET_KAFKA_LOGGER,  # the errors reach error_cb, throttled
             }
         )
         tp = TopicPartition(topic, partition)
@@ -292,7 +294,9 @@ class ScoreTopicSource(FixedPartitionedSource[RecordBatch, int]):
 
 def topic_partitions(config: Mapping[str, str], topic: str, timeout_s: float = 30.0) -> list[int]:
     """Partition ids of ``topic``; a missing topic is a clear error, not an empty list."""
-    consumer = Consumer({**config, "group.id": "lb-metadata", "log_level": 3})
+    consumer = Consumer(
+        {**config, "group.id": "lb-metadata", "log_level": 3, "logger": QUIET_KAFKA_LOGGER}
+    )
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s)
     except Exception as exc:

@@ -107,6 +107,9 @@ class LoadConfig:
     unknown_games: tuple[str, ...] = ()
     #: Same default as the job's built-in game (domain/games.py).
     future_skew_ms: int = 300_000
+    #: The largest ``max_score`` any of ``games`` has in the job (0: ``max_score``):
+    #: BOUNDS records score above it, so they are out of bounds for every game.
+    job_max_score: int = 0
     #: Keys to sign with, each event picks one at random (None: every key of the keyring).
     key_ids: tuple[str, ...] | None = None
 
@@ -362,7 +365,7 @@ class LoadGenerator:
             if rng.random() < 0.5:
                 score = -1 - rng.randrange(cfg.max_score + 1)
             else:
-                score = cfg.max_score + 1 + rng.randrange(cfg.max_score + 1)
+                score = max(cfg.max_score, cfg.job_max_score) + 1 + rng.randrange(cfg.max_score + 1)
             # A SCORE: the job does not bound a RETRACT's (ignored) score from above.
             event = self._event(timestamp_ms, score=score, kind=EventKind.SCORE)
             return self._encoded(code, event, timestamp_ms)

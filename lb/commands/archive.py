@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from config.settings import Settings
+from domain.errors import ConfigError
 from jobs.archiver import Archiver
 from lb.commands.read import now_ms
 from lb.commands.topk import periodic, positive_float
@@ -30,8 +30,7 @@ def _archive_run(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     directory = Path(args.dir) if args.dir else settings.state_dir / "archive"
     if args.margin < 0:
-        print("lb archive: error: --margin must be >= 0", file=sys.stderr)
-        return 2
+        raise ConfigError(f"--margin must be >= 0, got {args.margin:g}")
     archiver = Archiver(
         redis_client(settings, socket_timeout=30.0),
         game_catalog(settings),

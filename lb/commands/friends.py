@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from config.settings import Settings
-from lb.commands.read import add_window, emit, now_ms, table
+from lb.commands.read import add_game, add_window, emit, now_ms, table
 from readers import game_catalog, redis_client
 from readers.friends import FriendsReader
 
@@ -66,8 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description="A player and the players they follow, ranked among themselves on one "
         "board (cached in Redis for about 5 s).",
     )
-    board.add_argument("game")
-    board.add_argument("player")
+    add_game(board, player=True)
     add_window(board)
     board.set_defaults(handler=_board)
 
@@ -76,14 +75,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         ("friends-remove", _remove, "unfollow"),
     ):
         sub = subparsers.add_parser(name, help=f"{verb} players (one-way, per game)")
-        sub.add_argument("game")
-        sub.add_argument("player")
-        sub.add_argument("friends", nargs="+", metavar="FRIEND")
-        sub.add_argument("--json", action="store_true")
+        add_game(sub, player=True)
+        sub.add_argument("friends", nargs="+", metavar="FRIEND", help=f"players to {verb}")
+        sub.add_argument("--json", action="store_true", help="print the JSON answer")
         sub.set_defaults(handler=handler)
 
     listing = subparsers.add_parser("friends-list", help="the players a player follows")
-    listing.add_argument("game")
-    listing.add_argument("player")
-    listing.add_argument("--json", action="store_true")
+    add_game(listing, player=True)
+    listing.add_argument("--json", action="store_true", help="print the JSON answer")
     listing.set_defaults(handler=_list)

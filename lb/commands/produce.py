@@ -17,8 +17,10 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
+from config.clients import game_catalog, probe_kafka
 from config.settings import Settings
 from domain.errors import ConfigError, ServiceError
+from domain.games import GameConfig
 from domain.signing import parse_keyring
 from schemas.codec import ScoreEventCodec
 from sources.loadgen import EXPECTED_VALUES, MAX_PLAYERS, LoadConfig, LoadGenerator
@@ -43,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "to LB_TOPIC (created if missing). Prints a JSON summary with counts by expected "
         "outcome: ok, duplicate, or the dead-letter code the job must assign.",
     )
-    parser.add_argument("--count", type=_non_negative_int, default=10_000, help="records to write")
+    parser.add_argument("--count", type=non_negative_int, default=10_000, help="records to write")
     parser.add_argument(
         "--rate",
         type=_non_negative_float,
@@ -67,8 +69,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument(
         "--zipf", type=_non_negative_float, default=1.1, help="Zipf exponent of player activity"
     )
-    parser.add_argument("--dist", choices=("lognormal", "uniform"), default="lognormal")
-    parser.add_argument("--max-score", type=_positive_int, default=10_000_000)
+    parser.add_argument(
+        "--dist",
+        choices=("lognormal", "uniform"),
+        default="lognormal",
+        help="distribution of the scores",
+    )
+    parser.add_argument(
+        "--max-score",
+        type=_positive_int,
+        default=None,
+        help="highest valid score generated (default: the lowest max_score of the games "
+        "in LB_GAMES, 10000000 with the built-in defaults; higher is refused)",
+    )
     parser.add_argument("--dup-ratio", type=_ratio, default=0.0, help="exact re-sends")
     parser.add_argument("--bad-ratio", type=_ratio, default=0.0, help="dead-letter records")
     parser.add_argument("--retract-ratio", type=_ratio, default=0.0, help="RETRACT events")
@@ -79,9 +92,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     parser.add_argument(
         "--future-skew-s",
-        type=_non_negative_int,
-        default=300,
-        help="the job's allowed future skew; FUTURE records exceed it",
+        type=non_negative_int,
+        default=None,
+        help="the job's allowed future skew; FUTURE records exceed it (default: the "
+        "largest future_skew_seconds of the games in LB_GAMES, 300 with the built-in defaults)",
     )
     parser.add_argument(
         "--seed", type=int, default=None, help="random seed (default: the start time in ms)"
@@ -104,6 +118,14 @@ def run(args: argparse.Namespace) -> int:
     keyring = parse_keyring(settings.hmac_keys.reveal())
     start_ms = _start_ms(args.start_ts)
     seed = start_ms if args.seed is None else args.seed
+    rules = _game_rules(settings, _ids(args.games), _ids(args.unknown_games))
+    lowest = min(rule.max_score for rule in rules.values())
+    if args.max_score is not None and args.max_score > lowest:
+        raise ConfigError(
+            f"--max-score {args.max_score} is above the max_score {lowest} a game of --games "
+            "has in LB_GAMES: those events would be dead-lettered BOUNDS"
+        )
+    skew_ms = max(rule.future_skew_ms for rule in rules.values())
     config = LoadConfig(
         start_ms=start_ms,
         rate=args.ts_rate or args.rate or DEFAULT_TS_RATE,
@@ -112,18 +134,20 @@ def run(args: argparse.Namespace) -> int:
         zipf_s=args.zipf,
         games=_ids(args.games),
         score_dist=args.dist,
-        max_score=args.max_score,
+        max_score=lowest if args.max_score is None else args.max_score,
+        job_max_score=max(rule.max_score for rule in rules.values()),
         retract_ratio=args.retract_ratio,
         dup_ratio=args.dup_ratio,
         bad_ratio=args.bad_ratio,
         unknown_games=_ids(args.unknown_games),
-        future_skew_ms=args.future_skew_s * 1000,
+        future_skew_ms=skew_ms if args.future_skew_s is None else args.future_skew_s * 1000,
     )
     generator = LoadGenerator(config, keyring, ScoreEventCodec.from_registry())
     show_progress = not args.quiet and sys.stderr.isatty()
     if settings.uses_dev_keys and not args.quiet:
         print("lb produce: signing with the insecure built-in development key", file=sys.stderr)
 
+    probe_kafka(settings)  # an unreachable broker: one line in seconds
     topic = ensure_topic(
         settings.kafka_bootstrap,
         settings.topic,
@@ -178,6 +202,31 @@ def run(args: argparse.Namespace) -> int:
     if error is not None:
         raise ServiceError(error)
     return 0
+
+
+def _game_rules(
+    settings: Settings, games: tuple[str, ...], unknown: tuple[str, ...]
+) -> dict[str, GameConfig]:
+    """The job's rules for each of ``games`` (LB_GAMES), so the expected outcomes hold.
+
+    A game the job does not serve would have every event dead-lettered, and a
+    game passed as unknown that it does serve would have none: both are refused.
+    """
+    try:
+        catalog = game_catalog(settings)
+    except ConfigError as exc:
+        raise ConfigError(f"LB_GAMES: {exc}") from exc
+    rules = {game: catalog.lookup(game) for game in games}
+    unserved = [game for game, rule in rules.items() if rule is None]
+    if unserved:
+        raise ConfigError(
+            f"--games {','.join(unserved)}: not served by LB_GAMES (no table, no [default]); "
+            "every event would be dead-lettered UNKNOWN_GAME (use --unknown-games for that)"
+        )
+    served = [game for game in unknown if catalog.lookup(game) is not None]
+    if served:
+        raise ConfigError(f"--unknown-games {','.join(served)}: served by LB_GAMES")
+    return {game: rule for game, rule in rules.items() if rule is not None}
 
 
 class _Progress:
@@ -235,7 +284,8 @@ def _positive_int(raw: str) -> int:
     return value
 
 
-def _non_negative_int(raw: str) -> int:
+def non_negative_int(raw: str) -> int:
+    """An argparse type: an integer >= 0."""
     value = int(raw)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")

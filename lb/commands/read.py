@@ -97,6 +97,13 @@ def _around(args: argparse.Namespace) -> int:
     return 1 if answer["player"] is None else 0
 
 
+def add_game(parser: argparse.ArgumentParser, player: bool = False) -> None:
+    """The positional GAME (and PLAYER) of the read commands."""
+    parser.add_argument("game", help="game id, e.g. g1")
+    if player:
+        parser.add_argument("player", help="player id, e.g. p0000008")
+
+
 def add_window(parser: argparse.ArgumentParser) -> None:
     """``--window`` and ``--json``, shared by every read command."""
     parser.add_argument("--window", default="alltime", help=WINDOW_HELP)
@@ -112,7 +119,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "nextCursor of the previous page), which never repeats or skips a player when "
         "scores change between pages.",
     )
-    top.add_argument("game")
+    add_game(top)
     add_window(top)
     top.add_argument("--limit", type=int, default=10, help="entries per page (1..1000)")
     top.add_argument("--offset", type=int, default=0, help="entries to skip")
@@ -126,8 +133,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "percentile (share of players with a strictly lower score). Exits 1 when the "
         "player has no score on the board.",
     )
-    rank.add_argument("game")
-    rank.add_argument("player")
+    add_game(rank, player=True)
     add_window(rank)
     rank.set_defaults(handler=_rank)
 
@@ -137,8 +143,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description="The K players right above and right below a player (fewer at the "
         "edges of the board). Exits 1 when the player has no score on the board.",
     )
-    around.add_argument("game")
-    around.add_argument("player")
+    add_game(around, player=True)
     add_window(around)
     around.add_argument("--k", type=int, default=5, help="neighbours on each side (0..100)")
     around.set_defaults(handler=_around)

@@ -32,13 +32,15 @@ def staging_namespace(live: str) -> str:
 def _rebuild(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     staging = staging_namespace(settings.namespace)
+    args.no_recovery = True
+    call = f"build(until_end=True, namespace={json.dumps(staging)}, dead_letters=False)"
+    if args.dry_run:  # prints the commands; touches nothing
+        return launch(args, f"flows.scoreboard:{call}", FLOW_ID)
     client = redis_client(settings)
     started = time.monotonic()
     dropped = drop_namespace(client, staging)
-    args.no_recovery = True
-    call = f"build(until_end=True, namespace={staging!r}, dead_letters=False)"
     code = launch(args, f"flows.scoreboard:{call}", FLOW_ID)
-    if code != 0 or args.dry_run:
+    if code != 0:
         return code
     swapped = swap_namespace(client, staging, settings.namespace)
     print(

@@ -1,6 +1,8 @@
 """``lb run``: a thin wrapper over ``python -m bytewax.run flows.scoreboard:build()``.
 
-It checks the input topic, creates the dead-letter topic with as many
+It checks the settings, the games (LB_GAMES) and the keys (LB_HMAC_KEYS)
+first, then that Redis and Kafka answer and the input topic exists; only then
+it creates the dead-letter topic with as many
 partitions as the input (what makes dead letters exactly-once), initialises
 the Bytewax recovery store for this topic and flow under ``LB_STATE_DIR``,
 then execs Bytewax: with ``--processes N`` it starts N cooperating processes
@@ -11,6 +13,7 @@ and waits. Every flag maps onto a ``bytewax.run`` flag; see ``--dry-run``.
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
 import socket
 import subprocess
@@ -19,21 +22,20 @@ from types import FrameType
 
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from config.clients import quiet_kafka_config
 from config.settings import Settings
 from domain.errors import ServiceError
+from flows import preflight
 from flows.scoreboard import FLOW_ID
-from sources.kafka_source import topic_partitions
 
 RECOVERY_PARTITIONS = 4
 
 
-def ensure_dead_letter_topic(settings: Settings) -> None:
+def ensure_dead_letter_topic(settings: Settings, partitions: int, topics: dict[str, int]) -> None:
     """Create ``LB_DLQ_TOPIC`` with the input's partition count when it is missing."""
-    partitions = len(topic_partitions(settings.kafka_config(), settings.topic))
-    admin = AdminClient(dict(settings.kafka_config()))
-    meta = admin.list_topics(timeout=30)
-    if settings.dlq_topic in meta.topics:
+    if settings.dlq_topic in topics:
         return
+    admin = AdminClient(quiet_kafka_config(settings))
     future = admin.create_topics([NewTopic(settings.dlq_topic, num_partitions=partitions)])[
         settings.dlq_topic
     ]
@@ -93,25 +95,36 @@ def bytewax_argv(
 
 
 def launch(args: argparse.Namespace, flow_call: str, flow: str) -> int:
-    """Start the Bytewax process(es) of ``flow_call`` and wait for them."""
+    """Check, then start the Bytewax process(es) of ``flow_call`` and wait for them.
+
+    Settings, games and keys are checked before anything else; ``--dry-run``
+    stops there and prints the commands, touching no service and no file.
+    Otherwise Redis and Kafka are asked once (a mistake costs seconds, not the
+    retry budget) before the dead-letter topic and the recovery store are made.
+    """
     settings = Settings.from_env()
-    ensure_dead_letter_topic(settings)
-    recovery = None if args.no_recovery else ensure_recovery_store(settings, flow)
+    config = preflight.job_config(settings)
     processes = max(1, args.processes)
-    if processes == 1:
-        commands = [bytewax_argv(flow_call, recovery, settings.snapshot_interval_s, args.workers)]
-    else:
-        addresses = [f"127.0.0.1:{p}" for p in _free_ports(processes)]
-        commands = [
-            bytewax_argv(
-                flow_call, recovery, settings.snapshot_interval_s, args.workers, i, addresses
-            )
-            for i in range(processes)
-        ]
+    recovery = None if args.no_recovery else str(settings.recovery_dir(flow))
     if args.dry_run:
-        for argv in commands:
-            print(" ".join(f"'{a}'" if (";" in a or "(" in a) else a for a in argv))
+        for argv in _commands(flow_call, recovery, settings, processes, args.workers):
+            print(shlex.join(argv))
         return 0
+    topics = preflight.check_services(settings, need_dead_letter_topic=False)
+    partitions = topics[settings.topic]
+    ensure_dead_letter_topic(settings, partitions, topics)
+    if recovery is not None:
+        ensure_recovery_store(settings, flow)
+    print(
+        f"lb {args.command}: {settings.topic} ({partitions} partitions) -> "
+        f"{settings.redis_display_url()} namespace {settings.namespace}; games: "
+        f"{preflight.describe_games(config.catalog, settings.games_file)}; dead letters -> "
+        f"{settings.dlq_topic}; {processes} process(es) x {args.workers} worker(s)"
+        + ("; until the end offsets seen now" if "until_end=True" in flow_call else ""),
+        file=sys.stderr,
+        flush=True,
+    )
+    commands = _commands(flow_call, recovery, settings, processes, args.workers)
     children = [subprocess.Popen(argv) for argv in commands]
     stopping = False
 
@@ -131,6 +144,19 @@ def launch(args: argparse.Namespace, flow_call: str, flow: str) -> int:
     return next((code for code in codes if code != 0), 0)
 
 
+def _commands(
+    flow_call: str, recovery: str | None, settings: Settings, processes: int, workers: int
+) -> list[list[str]]:
+    """One ``bytewax.run`` command line per process."""
+    if processes == 1:
+        return [bytewax_argv(flow_call, recovery, settings.snapshot_interval_s, workers)]
+    addresses = [f"127.0.0.1:{p}" for p in _free_ports(processes)]
+    return [
+        bytewax_argv(flow_call, recovery, settings.snapshot_interval_s, workers, i, addresses)
+        for i in range(processes)
+    ]
+
+
 def _run(args: argparse.Namespace) -> int:
     call = "build(until_end=True)" if args.until_end else "build()"
     return launch(args, f"flows.scoreboard:{call}", FLOW_ID)
@@ -140,8 +166,15 @@ def add_scaling_flags(parser: argparse.ArgumentParser) -> None:
     """Flags shared by ``lb run`` and ``lb rebuild``."""
     parser.add_argument("--processes", type=int, default=1, help="cooperating processes (-i/-a)")
     parser.add_argument("--workers", type=int, default=1, help="workers per process (-w)")
-    parser.add_argument("--no-recovery", action="store_true", help="run without a recovery store")
-    parser.add_argument("--dry-run", action="store_true", help="print the bytewax.run commands")
+    parser.add_argument(
+        "--no-recovery", action="store_true", help="run without a recovery store (start over)"
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check the settings, print the bytewax.run commands and exit; contacts no "
+        "service and creates nothing",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -17,6 +17,7 @@ from types import FrameType
 
 from api.http import DEFAULT_HOST, MAX_BODY_BYTES, build_api, make_server
 from config.settings import Settings
+from domain.errors import ServiceError
 
 
 def _is_loopback(host: str) -> bool:
@@ -28,10 +29,24 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def port_number(raw: str) -> int:
+    """An argparse type: a TCP port, 0 (any free port) to 65535."""
+    value = int(raw)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be within 0..65535, got {value}")
+    return value
+
+
 def _serve(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     api = build_api(settings)
-    server = make_server(api, args.host, args.port, max_body=args.max_body, quiet=args.quiet)
+    try:
+        server = make_server(api, args.host, args.port, max_body=args.max_body, quiet=args.quiet)
+    except OSError as exc:
+        api.close()
+        raise ServiceError(
+            f"cannot listen on {args.host}:{args.port} (--host/--port): {exc.strerror or exc}"
+        ) from exc
     if not _is_loopback(args.host):
         print(
             f"lb serve: listening on {args.host}, beyond loopback: put TLS and "
@@ -63,7 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     serve.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind ({DEFAULT_HOST})")
-    serve.add_argument("--port", type=int, default=8080, help="port (0 = any free port)")
+    serve.add_argument("--port", type=port_number, default=8080, help="port (0 = any free port)")
     serve.add_argument(
         "--max-body", type=int, default=MAX_BODY_BYTES, help="largest request body in bytes"
     )

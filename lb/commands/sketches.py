@@ -36,6 +36,7 @@ from domain.sketches import DEFAULT_K, DEFAULT_SETTLE_MS, build, rank_error, ske
 from domain.windows import WindowKind, parse_window, window_for
 from lb.commands.read import WINDOW_HELP, emit, now_ms
 from readers import game_catalog, redis_client
+from readers.games import games_with_boards
 from readers.sketches import SketchCache, approximate_percentile, published_sketch
 from sinks.sketch_publisher import Publication, SketchPublisher
 
@@ -45,11 +46,13 @@ Ints = npt.NDArray[np.int64]
 # --- publish ----------------------------------------------------------------------------
 
 
-def _games(args: argparse.Namespace, catalog: GameCatalog) -> list[str]:
-    games = list(dict.fromkeys(args.game or catalog.games()))
-    if not games:
-        raise ConfigError("no game to publish: pass --game GAME or configure games in LB_GAMES")
-    return games
+def _games(
+    args: argparse.Namespace, client: Any, catalog: GameCatalog, namespace: str
+) -> list[str]:
+    """The games named by --game, else every game with boards (found again each round)."""
+    if args.game:
+        return list(dict.fromkeys(args.game))
+    return games_with_boards(client, namespace, catalog)
 
 
 def _report(publications: list[Publication], as_json: bool) -> None:
@@ -69,21 +72,22 @@ def _report(publications: list[Publication], as_json: bool) -> None:
 def _publish(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     catalog = game_catalog(settings)
-    games = _games(args, catalog)
+    client = redis_client(settings, socket_timeout=30.0)
     publisher = SketchPublisher(
-        redis_client(settings, socket_timeout=30.0),
-        catalog,
-        settings.namespace,
-        k=args.k,
-        settle_ms=args.settle_seconds * 1000,
+        client, catalog, settings.namespace, k=args.k, settle_ms=args.settle_seconds * 1000
     )
-    for game in games:
+    for game in args.game or ():
         publisher.game(game)  # an unknown game is refused now, not once per round
+    if args.every is not None and args.every <= 0:
+        raise ConfigError(f"--every must be a positive number of seconds, got {args.every}")
     if args.every is None:
+        games = _games(args, client, catalog, settings.namespace)
+        if not games:
+            print(
+                "lb sketches publish: no game has boards yet; nothing to publish", file=sys.stderr
+            )
         _report(publisher.publish(games, now_ms()), args.json)
         return 0
-    if args.every <= 0:
-        raise ConfigError(f"--every must be a positive number of seconds, got {args.every}")
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -94,6 +98,7 @@ def _publish(args: argparse.Namespace) -> int:
     while not stop.is_set():
         started = time.monotonic()
         try:
+            games = _games(args, client, catalog, settings.namespace)
             _report(publisher.publish(games, now_ms()), args.json)
         except LeaderboardError as exc:  # keep publishing through a Redis hiccup
             print(f"lb sketches publish: {exc}", file=sys.stderr, flush=True)
@@ -473,7 +478,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--game",
         action="append",
         metavar="G",
-        help="a game to publish (repeatable; default: every game configured in LB_GAMES)",
+        help="a game to publish (repeatable; default: every game with boards in Redis, "
+        "including those served by [default] or the built-in defaults)",
     )
     publish.add_argument(
         "--k", type=int, default=DEFAULT_K, help=f"KLL k, size vs accuracy (default {DEFAULT_K})"
@@ -489,7 +495,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     publish.set_defaults(handler=_publish)
 
     show = sub.add_parser("show", help="what is published for one board")
-    show.add_argument("game")
+    show.add_argument("game", help="game id, e.g. g1")
     show.add_argument("--window", default="alltime", help=WINDOW_HELP)
     show.add_argument(
         "--score", type=int, default=None, help="also estimate this score's percentile"
@@ -505,9 +511,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--players", type=int, nargs="+", default=[1_000_000], help="board sizes (default 1M)"
     )
     measure.add_argument("--rounds", type=int, default=3, help="improvement rounds (default 3)")
-    measure.add_argument("--seed", type=int, default=20261122)
-    measure.add_argument("--k", type=int, default=DEFAULT_K)
-    measure.add_argument("--exact-tier", type=int, default=GameConfig().exact_tier)
+    measure.add_argument(
+        "--seed", type=int, default=20261122, help="random seed of the synthetic boards"
+    )
+    measure.add_argument("--k", type=int, default=DEFAULT_K, help="KLL k, size vs accuracy")
+    measure.add_argument(
+        "--exact-tier",
+        type=int,
+        default=GameConfig().exact_tier,
+        help="players ranked exactly; errors are reported beyond it",
+    )
     measure.add_argument("--compare", action="store_true", help="also KLL k=200 and REQ")
     measure.add_argument(
         "--redis", action="store_true", help="also write, publish and check through Redis"

@@ -7,7 +7,8 @@ sharded game, merges them and swaps the result into
 ``offset + limit <= K`` from that key. Games are rediscovered every 30 s.
 The clock is read here, once per pass. Ctrl-C or SIGTERM stops it (exit 0);
 a failed pass (Redis unreachable) is reported on stderr and retried at the
-next tick. ``--once`` runs one pass and prints its report as JSON.
+next tick. ``--once`` runs one pass and prints its report as JSON; its keys
+live 300 s (``--ttl``), long enough for a pass from cron every few minutes.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from types import FrameType
 
 from config.settings import Settings
-from domain.errors import ServiceError
+from domain.errors import ConfigError, ServiceError
 from domain.topk import DEFAULT_K
 from jobs.topk_merger import DEFAULT_TTL_MS, TopKMerger
 from lb.commands.read import now_ms
@@ -32,6 +33,8 @@ from readers import game_catalog, redis_client
 REDISCOVER_S = 30.0
 #: How often the loop prints a one-line summary.
 SUMMARY_S = 60.0
+#: Lifetime of the keys one ``--once`` pass writes (no next pass refreshes them).
+ONCE_TTL_S = 300.0
 
 
 def periodic(
@@ -87,9 +90,13 @@ def positive_float(raw: str) -> float:
 def _topk_run(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     if args.k < 1 or (args.ttl is not None and args.ttl < 0):
-        print("lb topk: error: --k must be positive and --ttl >= 0", file=sys.stderr)
-        return 2
-    ttl_s = args.ttl if args.ttl is not None else max(DEFAULT_TTL_MS / 1000, 5 * args.every)
+        raise ConfigError(f"--k must be positive and --ttl >= 0, got {args.k} and {args.ttl}")
+    if args.ttl is not None:
+        ttl_s = args.ttl
+    elif args.once:  # no next tick refreshes it: a cron-friendly lifetime, not 5 s
+        ttl_s = ONCE_TTL_S
+    else:
+        ttl_s = max(DEFAULT_TTL_MS / 1000, 5 * args.every)
     merger = TopKMerger(
         redis_client(settings),
         game_catalog(settings),
@@ -99,7 +106,7 @@ def _topk_run(args: argparse.Namespace) -> int:
     )
     if args.once:
         merger.discover()
-        print(json.dumps(merger.run_once(now_ms()).as_dict()))
+        print(json.dumps({**merger.run_once(now_ms()).as_dict(), "ttlSeconds": ttl_s}))
         return 0
     next_discovery = 0.0
 
@@ -143,8 +150,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         type=float,
         default=None,
         help="seconds a global key outlives the last pass that wrote or refreshed it, so "
-        "readers fall back to the shards when the merger stops (default max(5, 5 x every); "
-        "0: only the board's own expiry)",
+        "readers fall back to the shards when the merger stops (default max(5, 5 x every), "
+        f"with --once {ONCE_TTL_S:g}; 0: only the board's own expiry)",
     )
     run.add_argument("--once", action="store_true", help="one pass, print its report, exit")
     run.set_defaults(handler=_topk_run)

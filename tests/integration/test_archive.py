@@ -281,3 +281,11 @@ def test_lb_archive_run_once(
         argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=True
     )
     assert json.loads(again.stdout)["archived"] == []
+    # A new directory gets its own copy: the Redis marker does not hide the board from it.
+    fresh = tmp_path / "fresh"
+    argv[-1] = str(fresh)
+    other = subprocess.run(
+        argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert [a["window"] for a in json.loads(other.stdout)["archived"]] == [CLOSED_WEEK]
+    assert pq.read_table(fresh / "anon" / "weekly" / "2026-W18.parquet").num_rows == 40

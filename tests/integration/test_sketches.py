@@ -311,3 +311,37 @@ def test_rank_beyond_the_exact_tier_takes_the_published_sketch(
     assert abs(after["percentile"] - exact) <= 0.5
     top = reader.rank("g", f"p{int(current.argmax())}", "alltime", now_ms=NOW_MS)
     assert top["rank"] == 1  # inside the tier ranks stay exact
+
+
+def test_cli_publishes_games_served_only_by_default(
+    redis_client: Any,
+    redis_url: str,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Any,
+) -> None:
+    # "g" is named nowhere in LB_GAMES: the job created its board from [default]; the
+    # publisher finds it by the board registry the job keeps, like the top-K merger does.
+    rng = np.random.default_rng(5)
+    write(
+        redis_client,
+        namespace,
+        "g",
+        "alltime",
+        ALLTIME_SLOTS,
+        np.arange(500),
+        rng.integers(0, 99, 500),
+        rng,
+    )
+    redis_client.sadd(f"{namespace}:{{g}}:meta:boards", "alltime")
+    games = tmp_path / "games.toml"
+    games.write_text("[default]\n")
+    monkeypatch.setenv("LB_REDIS_URL", redis_url)
+    monkeypatch.setenv("LB_NAMESPACE", namespace)
+    monkeypatch.setenv("LB_GAMES", str(games))
+
+    assert cli.main(["sketches", "publish", "--json"]) == 0
+    published = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    alltime = [p for p in published if p["window"] == "alltime"]
+    assert [(p["game"], p["n"]) for p in alltime] == [("g", 500)]

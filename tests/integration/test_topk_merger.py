@@ -308,3 +308,6 @@ def test_lb_topk_run_once(
     report = json.loads(done.stdout)
     assert report["windows"] == 1 and report["written"] == 1
     assert len(stored(redis_client, f"{namespace}:{{sh}}:top:alltime")) == 11
+    # One pass has no next tick to refresh its key: it lives minutes, not seconds.
+    assert report["ttlSeconds"] == 300
+    assert 290_000 < redis_client.pttl(f"{namespace}:{{sh}}:top:alltime") <= 300_000

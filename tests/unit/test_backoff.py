@@ -6,8 +6,8 @@ import pytest
 from confluent_kafka import KafkaError
 
 from domain.backoff import Backoff
-from domain.errors import ConfigError, RetryBudgetExceeded
-from sinks.retry import call_with_retry
+from domain.errors import ConfigError, RetryBudgetExceeded, StopRequested
+from sinks.retry import STOP_POLL_S, call_with_retry
 from sources.kafka_source import is_transient
 
 pytestmark = pytest.mark.unit
@@ -170,3 +170,27 @@ def test_permanent_errors_are_not_retried_even_when_they_subclass_a_transient_on
             setting="LB_TEST",
             sleep=lambda s: pytest.fail("must not wait"),
         )
+
+
+def test_a_stop_request_abandons_the_wait_within_one_poll() -> None:
+    # A 300 s budget with long waits: without the stop signal this would wait for minutes.
+    clock = _Clock()
+    stop_at = clock.now + 1.0
+
+    def call() -> None:
+        raise ConnectionError("refused")
+
+    with pytest.raises(StopRequested, match="probe was failing: refused"):
+        call_with_retry(
+            call,
+            what="probe",
+            policy=Backoff(budget_s=300, first_s=5.0, cap_s=5.0),
+            transient=(ConnectionError,),
+            setting="LB_TEST",
+            stopping=lambda: clock.now >= stop_at,
+            clock=clock,
+            sleep=clock.sleep,
+            draw=lambda: 1.0,
+        )
+    assert clock.now - 100.0 == pytest.approx(1.0, abs=STOP_POLL_S + 1e-9)
+    assert max(clock.slept) <= STOP_POLL_S

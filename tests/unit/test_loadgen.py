@@ -328,3 +328,26 @@ def test_key_ids_must_be_in_the_keyring(codec: ScoreEventCodec, keyring: Keyring
     assert {r.event.key_id for r in only_k2 if r.event} == {"k2"}
     with pytest.raises(ConfigError):
         list(LoadGenerator(LoadConfig(start_ms=START_MS), keyring, codec).records(-1))
+
+
+def test_bounds_records_exceed_the_largest_max_score_of_the_job(
+    codec: ScoreEventCodec, keyring: Keyring
+) -> None:
+    # Valid scores stay under the lowest max_score of the games, BOUNDS ones above
+    # the highest: a game with a larger max_score must not accept them.
+    records = _generate(
+        codec,
+        keyring,
+        3000,
+        max_score=1000,
+        job_max_score=10**12,
+        bad_ratio=0.5,
+        bad_kinds=("BOUNDS",),
+        score_dist="uniform",
+    )
+    bounds = [r.event for r in records if r.expected == "BOUNDS" and r.event is not None]
+    assert len(bounds) > 1000
+    assert all(e.score < 0 or e.score > 10**12 for e in bounds)
+    assert any(e.score > 10**12 for e in bounds)
+    valid = [r.event for r in records if r.expected == "ok" and r.event is not None]
+    assert valid and all(0 <= e.score <= 1000 for e in valid)

@@ -1,0 +1,297 @@
+"""Every shell, Python and TOML example of README.md and docs/*.md runs as written.
+
+The blocks are extracted from the Markdown and run in document order (README
+first: its ``lb produce`` and ``lb run --until-end`` make the data the later read
+examples read) from a scratch directory that looks like a checkout: ``.venv``
+links to this one and ``.lb/services.json`` names the running services, so
+relative paths in the examples (``.venv/bin/lb``, ``.lb/archive/...``) hold. The
+only changes made to an example: its own topic and key namespace (``LB_TOPIC``,
+``LB_NAMESPACE``), deleted afterwards, and port 8080 replaced by a free port.
+
+* A shell block runs with ``bash -eo pipefail`` and must exit 0. A command that
+  runs until stopped (``lb run`` without ``--until-end``, ``lb serve``, periodic
+  ``topk``/``archive``/``sketches`` loops) is started on its own, must still be
+  running after a few seconds, and must exit 0 on SIGTERM; ``lb serve`` stays up
+  until the end of its document, because the examples after it talk to it.
+* A Python block runs with ``.venv/bin/python``; a TOML block must load as a
+  game catalog.
+* An HTML comment right before a block opts out, with the reason in the text:
+  ``<!-- example: skip: why -->`` (never run: it starts or stops the shared
+  services, or takes tens of minutes), ``<!-- example: excerpt: path -->`` (a
+  quote of that source file: checked to still be in it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from domain.games import GameCatalog
+from tests.integration.streams import REPO
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+DOCUMENTS = ["README.md", *sorted(p.name for p in (REPO / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```(\w*)\s*$")
+MARKER = re.compile(r"<!--\s*example:\s*(skip|excerpt)\s*(?::\s*(.*?))?\s*-->")
+RUN_LANGS = {"bash", "sh", "shell", "python", "toml"}
+
+
+@dataclass
+class Block:
+    doc: str
+    line: int
+    lang: str
+    text: str
+    marker: str | None = None
+    argument: str = ""
+
+    @property
+    def where(self) -> str:
+        return f"{self.doc}:{self.line}"
+
+
+def extract(doc: str) -> list[Block]:
+    """The fenced blocks of ``doc`` with the opt-out marker written just before them."""
+    lines = (REPO / doc if doc == "README.md" else REPO / "docs" / doc).read_text().splitlines()
+    blocks: list[Block] = []
+    i = 0
+    while i < len(lines):
+        fence = FENCE.match(lines[i])
+        if not fence:
+            i += 1
+            continue
+        end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+        before = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
+        marker = MARKER.search(before)
+        blocks.append(
+            Block(
+                doc,
+                i + 1,
+                fence.group(1),
+                "\n".join(lines[i + 1 : end]) + "\n",
+                marker.group(1) if marker else None,
+                (marker.group(2) or "") if marker else "",
+            )
+        )
+        i = end + 1
+    return blocks
+
+
+def test_every_runnable_block_is_either_run_or_marked_with_a_reason() -> None:
+    blocks = [b for doc in DOCUMENTS for b in extract(doc) if b.lang in RUN_LANGS]
+    assert len(blocks) > 20
+    for block in blocks:
+        if block.marker is not None:
+            assert block.argument, f"{block.where}: a marker needs its reason or source file"
+    skipped = [b for b in blocks if b.marker == "skip"]
+    assert len(skipped) <= len(blocks) // 3, "skip sparingly"
+
+
+def test_excerpts_still_quote_their_source() -> None:
+    # Layout aside (ruff formats the dedented quote in the Markdown differently from the
+    # indented source: line breaks and wrapping parentheses), the code must be the same.
+    def bare(code: str) -> str:
+        return re.sub(r"[\s()]", "", code)
+
+    for block in (b for doc in DOCUMENTS for b in extract(doc) if b.marker == "excerpt"):
+        source = (REPO / block.argument).read_text()
+        assert bare(block.text) in bare(source), block.where
+
+
+# -- running ------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def long_running(command: str) -> str | None:
+    """ "serve" or "loop" for a command that runs until stopped; None for one that ends."""
+    try:
+        words = shlex.split(command, comments=True)
+    except ValueError:
+        return None
+    if not words or not words[0].endswith("/lb"):
+        return None
+    args = words[1:]
+    if args[:1] == ["serve"]:
+        return "serve"
+    if args[:1] == ["run"] and not {"--until-end", "--dry-run"} & set(args):
+        return "loop"
+    if args[:2] in (["topk", "run"], ["archive", "run"]) and "--once" not in args:
+        return "loop"
+    if args[:2] == ["sketches", "publish"] and "--every" in args:
+        return "loop"
+    return None
+
+
+class Runner:
+    """Runs the blocks of one test session in a scratch checkout."""
+
+    def __init__(self, root: Path, env: dict[str, str], port: int) -> None:
+        self.root = root
+        self.env = env
+        self.port = port
+        self.servers: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+        self.failures: list[str] = []
+
+    def _text(self, block: Block) -> str:
+        return block.text.replace("8080", str(self.port))
+
+    def run(self, block: Block) -> None:
+        if block.lang == "toml":
+            try:
+                GameCatalog.from_toml(block.text, block.where)
+            except Exception as exc:
+                self.failures.append(f"{block.where}: {exc}")
+            return
+        if block.lang == "python":
+            script = self.root / f"example_{block.doc}_{block.line}.py"
+            script.write_text(self._text(block))
+            self._finite(block, [".venv/bin/python", script.name])
+            return
+        pending: list[str] = []
+        for line in self._text(block).splitlines():
+            kind = long_running(line)
+            if kind is None:
+                pending.append(line)
+                continue
+            self._finite(block, ["bash", "-eo", "pipefail", "-c", "\n".join(pending)])
+            pending = []
+            self._service(block, line, kind)
+        if any(line.strip() for line in pending):
+            self._finite(block, ["bash", "-eo", "pipefail", "-c", "\n".join(pending)])
+
+    def _finite(self, block: Block, argv: list[str]) -> None:
+        if argv[0] == "bash" and not argv[-1].strip():
+            return
+        try:
+            done = subprocess.run(
+                argv, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=600
+            )
+        except subprocess.TimeoutExpired:
+            self.failures.append(f"{block.where}: timed out: {argv[-1][:200]}")
+            return
+        if done.returncode != 0:
+            self.failures.append(
+                f"{block.where}: exit {done.returncode}: {argv[-1][:300]}\n"
+                f"{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
+            )
+
+    def _service(self, block: Block, line: str, kind: str) -> None:
+        log = self.root / f"service_{block.doc}_{block.line}_{len(self.servers)}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                ["bash", "-c", f"exec {line}"],
+                cwd=self.root,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        time.sleep(4.0)
+        if proc.poll() is not None:
+            self.failures.append(
+                f"{block.where}: ended at once (exit {proc.returncode}): {line}\n"
+                f"{log.read_text()[-1500:]}"
+            )
+            return
+        if kind == "serve":
+            self.servers.append((f"{block.where}: {line}", proc, log))
+        else:
+            self._stop(f"{block.where}: {line}", proc, log)
+
+    def _stop(self, what: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+            self.failures.append(f"{what}: did not stop within 30 s of SIGTERM")
+            return
+        text = log.read_text(errors="replace")
+        if code != 0 or "Traceback" in text or "panicked" in text:
+            self.failures.append(f"{what}: exit {code} after SIGTERM\n{text[-1500:]}")
+
+    def end_document(self) -> None:
+        while self.servers:
+            self._stop(*self.servers.pop())
+
+    def kill_everything(self) -> None:
+        for _, proc, _ in self.servers:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        self.servers.clear()
+
+
+@pytest.fixture
+def scratch(services: dict[str, Any], tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A directory that looks like a checkout, and the environment of the examples."""
+    from config.settings import Settings
+
+    base = Settings.from_env()
+    root = tmp_path / "checkout"
+    (root / ".lb").mkdir(parents=True)
+    (root / ".venv").symlink_to(REPO / ".venv")
+    recorded = base.state_dir / "services.json"
+    if recorded.exists():
+        (root / ".lb" / "services.json").write_text(recorded.read_text())
+    uid = uuid.uuid4().hex[:8]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LB_")}
+    env.update(
+        LB_KAFKA_BOOTSTRAP=base.kafka_bootstrap,
+        LB_REDIS_URL=base.redis_url.reveal(),
+        LB_CACHE_DIR=str(base.cache_dir),
+        LB_TOPIC=f"docs-{uid}",
+        LB_NAMESPACE=f"docs{uid}",
+        LB_PROGRESS_S="5",
+    )
+    yield root, env
+    admin = AdminClient({"bootstrap.servers": base.kafka_bootstrap})
+    for future in admin.delete_topics([env["LB_TOPIC"], f"{env['LB_TOPIC']}.dlq"]).values():
+        with contextlib.suppress(Exception):
+            future.result(timeout=30)
+    import redis
+
+    client = redis.Redis.from_url(base.redis_url.reveal())
+    for pattern in (f"{env['LB_NAMESPACE']}:*", f"{env['LB_NAMESPACE']}~rebuild:*"):
+        for key in client.scan_iter(match=pattern, count=1000):
+            client.delete(key)
+    client.close()
+
+
+def test_every_example_runs_as_written(scratch: tuple[Path, dict[str, str]]) -> None:
+    root, env = scratch
+    runner = Runner(root, env, _free_port())
+    ran = 0
+    try:
+        for doc in DOCUMENTS:
+            for block in extract(doc):
+                if block.lang not in RUN_LANGS or block.marker is not None:
+                    continue
+                runner.run(block)
+                ran += 1
+            runner.end_document()
+    finally:
+        runner.kill_everything()
+    assert not runner.failures, "\n\n".join(runner.failures)
+    assert ran >= 15
