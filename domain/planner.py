@@ -142,6 +142,7 @@ class GroupWrite:
     zadd: dict[str, dict[str, int]] = field(default_factory=dict)
     zrem: dict[str, list[str]] = field(default_factory=dict)
     expire_at_s: dict[str, int] = field(default_factory=dict)
+    #: Window ids the batch wrote in this group (SADDed to the registry every time).
     new_windows: list[str] = field(default_factory=list)
     seen: dict[str, dict[str, int]] = field(default_factory=dict)
     seen_ttl_s: int = 0
@@ -305,6 +306,7 @@ class BoardPlanner:
         if complete is None and keys.boards in registries_read:
             complete = registries_read[keys.boards]
         registry = set(complete or ()) | self._registered.get(keys.boards, set())
+        touched: set[str] = set()
         write = GroupWrite(keys=keys, seen_ttl_s=self._seen_ttl_s, expected=watermark)
         applied = noop = duplicates = saturated = 0
         # Per player: the values before the batch and as the batch goes.
@@ -375,7 +377,11 @@ class BoardPlanner:
                 for window in rec.windows:
                     board = self._board(keys, rec, window)
                     window_id = board.window_id
-                    if window_id not in registry:
+                    if window_id not in touched:
+                        # Registered with every write that touches the window, not
+                        # only the first: a Redis that lost writes may have lost
+                        # the registration while this worker still remembers it.
+                        touched.add(window_id)
                         registry.add(window_id)
                         write.new_windows.append(window_id)
                     if board.expire_at_s is not None:
@@ -446,6 +452,15 @@ class BoardPlanner:
         anything lower means Redis lost acknowledged writes.
         """
         return dict(self._watermarks)
+
+    def assume(self, beliefs: dict[tuple[str, str], int]) -> None:
+        """Start from these watermarks where nothing is believed yet (a restart).
+
+        They come from Redis itself, checked against the progress hash the
+        previous run left, so the audit covers groups this run has not written.
+        """
+        for pair, value in beliefs.items():
+            self._watermarks.setdefault(pair, value)
 
     def forget(self, corrected: dict[tuple[str, str], int]) -> None:
         """Redis lost writes (or changed under us): trust nothing cached but the corrections.

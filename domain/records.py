@@ -39,6 +39,9 @@ class RecordBatch:
     partition: int
     records: tuple[SourceRecord, ...]
     generation: int = 0
+    #: With no records (an idle partition's tick): the next offset the reader
+    #: will read, so the sinks know how far the partition has been read.
+    next_offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +71,8 @@ class CheckedBatch:
     """A batch split into what goes on to the boards and what is dead-lettered.
 
     ``last_offset`` is the batch's last offset even when every record was
-    refused, so progress is known for the partition as a whole.
+    refused, so progress is known for the partition as a whole (for an idle
+    partition's tick, the offset before the reader's position).
     """
 
     topic: str

@@ -33,7 +33,14 @@ from redis.cluster import RedisCluster
 
 from domain.backoff import Backoff
 from domain.errors import ServiceError, StopRequested
-from domain.healing import PROGRESS_FIELD, Divergence, audit, progress_fields, resume_offset
+from domain.healing import (
+    MISSING,
+    PROGRESS_FIELD,
+    Divergence,
+    audit,
+    progress_fields,
+    resume_offset,
+)
 from domain.keys import GroupKeys, progress_key, tag_of, watermark_field
 from domain.planner import BoardPlanner, GroupWrite, LookupResults, Lookups, WritePlan
 from domain.records import CheckedBatch
@@ -360,9 +367,9 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
         #: Watermark field -> (topic, partition), for the partitions seen.
         self._partition_of: dict[str, tuple[str, int]] = {}
         #: Per (topic, partition): the last offset whose batch was acknowledged,
-        #: and the group watermarks acknowledged since the progress hash was written.
+        #: and the partitions whose progress hash is behind.
         self._acked: dict[tuple[str, int], int] = {}
-        self._copies: dict[tuple[str, int], dict[str, int]] = {}
+        self._dirty: set[tuple[str, int]] = set()
 
     def write_batch(self, items: Sequence[CheckedBatch]) -> None:
         """Project every batch, acknowledged by Redis before this returns.
@@ -381,6 +388,9 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
         first lost offset, and drops that partition's batches until the
         re-read ones arrive (:mod:`domain.healing`).
         """
+        for batch in items:
+            if (batch.topic, batch.partition) not in self._acked:
+                self._seed(batch)
         pending = [batch for batch in items if self._current(batch)]
         while pending:
             round_: list[CheckedBatch] = []
@@ -439,6 +449,38 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
 
     # -- healing -------------------------------------------------------------------
 
+    def _seed(self, batch: CheckedBatch) -> None:
+        """First sight of a partition: check what the previous run left in Redis.
+
+        The progress hash names every group the previous run had written and
+        the watermark it had acknowledged there; what Redis holds now becomes
+        this run's belief, so the audit covers those groups before this run
+        writes to them. Redis may have lost writes since the reader chose where
+        to start (:class:`ResumeFromRedis`): the same rule
+        (:func:`~domain.healing.resume_offset`) is applied again at the
+        partition's current position, and a lower answer rewinds the reader.
+        """
+        where = (batch.topic, batch.partition)
+        wm_field = watermark_field(*where)
+        self._partition_of[wm_field] = where
+        position = batch.first_offset if batch.first_offset >= 0 else batch.last_offset + 1
+        progress = self._store.read_progress(progress_key(self._namespace, *where))
+        tags = [tag for tag in progress if tag != PROGRESS_FIELD]
+        pairs = [(GroupKeys(self._namespace, tag).watermarks, wm_field) for tag in tags]
+        stored = self._store.read_watermarks(pairs)
+        self._planner.assume(
+            {
+                pair: MISSING if value is None else value
+                for pair, value in zip(pairs, stored, strict=True)
+            }
+        )
+        start = resume_offset(position, progress, dict(zip(tags, stored, strict=True)))
+        assert start is not None
+        self._acked[where] = start - 1
+        if start < position:
+            found = Divergence(rewind_to={wm_field: start})
+            self._heal(found, {}, f"its progress in Redis ends before offset {position}")
+
     def _current(self, batch: CheckedBatch) -> bool:
         """False for a batch read before its partition's latest rewind (dropped)."""
         return batch.generation >= self._generation.get((batch.topic, batch.partition), 0)
@@ -459,24 +501,29 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
         stored = self._store.read_watermarks(pairs)
         self._heal(audit(believed, dict(zip(pairs, stored, strict=True))), restart)
 
-    def _heal(self, found: Divergence, restart: dict[str, int]) -> None:
+    def _heal(
+        self, found: Divergence, restart: dict[str, int], why: str = "a write was refused"
+    ) -> None:
         """Forget the caches and rewind every damaged partition (see write_batch)."""
         self._planner.forget(found.corrected)
         rewind = dict(found.rewind_to)
         for wm_field, offset in restart.items():
             rewind[wm_field] = min(rewind.get(wm_field, offset), offset)
-        for (wm_key, wm_field), value in found.corrected.items():
+        for _, wm_field in found.corrected:
             where = self._partition_of.get(wm_field)
             if where is not None:
-                self._copies.setdefault(where, {})[tag_of(wm_key)] = value
+                self._dirty.add(where)
         for wm_field, offset in sorted(rewind.items()):
             where = self._partition_of.get(wm_field)
             if where is None:  # a partition this worker no longer reads
                 continue
             topic, partition = where
+            # Never past what this worker has not applied yet (a re-read already
+            # under way, batches in flight): they are dropped with the generation.
+            offset = min(offset, self._acked.get(where, offset - 1) + 1)
             self._generation[where] = self._rewinds.request(topic, partition, offset)
             self._acked[where] = min(self._acked.get(where, offset - 1), offset - 1)
-            self._copies.setdefault(where, {})
+            self._dirty.add(where)
             log.warning(
                 "Redis lost writes of %s[%d] (%s): re-reading it from offset %d",
                 topic,
@@ -484,7 +531,7 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
                 ", ".join(
                     f"{tag_of(k)} has {v}" for (k, f), v in found.corrected.items() if f == wm_field
                 )
-                or "a write was refused",
+                or why,
                 offset,
             )
 
@@ -493,18 +540,31 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
     def _acknowledge(self, batch: CheckedBatch, plan: WritePlan) -> None:
         where = (batch.topic, batch.partition)
         self._acked[where] = max(self._acked.get(where, -1), batch.last_offset)
-        copies = self._copies.setdefault(where, {})
-        for write in plan.groups:
-            copies[write.keys.tag] = write.watermark[1]
+        self._dirty.add(where)
 
     def _take_progress(self) -> list[tuple[str, dict[str, int]]]:
-        out = []
-        for (topic, partition), copies in self._copies.items():
-            acked = self._acked.get((topic, partition), -1)
-            out.append(
-                (progress_key(self._namespace, topic, partition), progress_fields(acked, copies))
+        """The progress hashes to write: ``@`` and *every* group's believed watermark.
+
+        Every group, not only those written since the last time: Redis may
+        have lost the hash's older fields along with a group's writes before
+        anyone noticed, and ``@`` must never stand in a hash that no longer
+        names a group it depends on.
+        """
+        if not self._dirty:
+            return []
+        fields = {where: watermark_field(*where) for where in self._dirty}
+        copies: dict[str, dict[str, int]] = {name: {} for name in fields.values()}
+        for (wm_key, wm_field), value in self._planner.beliefs().items():
+            if wm_field in copies:
+                copies[wm_field][tag_of(wm_key)] = value
+        out = [
+            (
+                progress_key(self._namespace, *where),
+                progress_fields(self._acked.get(where, -1), copies[name]),
             )
-        self._copies = {}
+            for where, name in fields.items()
+        ]
+        self._dirty = set()
         return out
 
 

@@ -215,7 +215,7 @@ class _PartitionReader(StatefulSourcePartition[RecordBatch, int]):
             # An idle partition still reaches the sinks now and then, so the board
             # sink's audit notices a Redis that lost writes while nothing arrives.
             self._last_emit_ms = now
-            return [RecordBatch(self._topic, self._partition, (), self._generation)]
+            return [RecordBatch(self._topic, self._partition, (), self._generation, self._next)]
         deadline = self._batcher.deadline_ms
         if deadline is not None:
             self._awake = datetime.now(UTC) + timedelta(milliseconds=max(0, deadline - now))

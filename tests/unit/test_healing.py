@@ -125,6 +125,9 @@ class ModelStore:
     def read_watermarks(self, pairs: list[tuple[str, str]]) -> list[int | None]:
         return [self.model.hashes.get(key, {}).get(name) for key, name in pairs]
 
+    def read_progress(self, key: str) -> dict[str, int]:
+        return dict(self.model.hashes.get(key, {}))
+
     def apply_many(self, plans: list[WritePlan]) -> list[int]:
         return [answer for plan in plans for answer in self.model.apply(plan)]
 
@@ -148,6 +151,12 @@ class Reader:
     at: int = 0
     generation: int = 0
     committed: int = 0  # Bytewax's durable snapshot: an index whose batches were all applied
+
+    def position(self) -> int:
+        """The next offset this reader will read."""
+        if self.at < len(self.recs):
+            return int(self.recs[self.at].offset)
+        return int(self.recs[-1].offset) + 1 if self.recs else 0
 
     def seek(self, offset: int) -> None:
         self.at = next((i for i, r in enumerate(self.recs) if r.offset >= offset), len(self.recs))
@@ -212,8 +221,10 @@ def _resume(world: World, partition: int, snapshot: int) -> int:
 
 
 def _ticks(readers: dict[int, Reader]) -> list[CheckedBatch]:
-    """The empty batches an idle source emits so the sink still audits."""
-    return [CheckedBatch(TOPIC, p, (), (), -1, r.generation) for p, r in readers.items()]
+    """The empty batches an idle source emits so the sink still audits (with its position)."""
+    return [
+        CheckedBatch(TOPIC, p, (), (), r.position() - 1, r.generation) for p, r in readers.items()
+    ]
 
 
 def _take_rewinds(
@@ -257,11 +268,7 @@ def simulate(scn: Scenario, rnd: random.Random, losses: int, crashes: int) -> Wo
             rewinds = Rewinds()
             sink = _sink(world, rewinds, clock)
             for p, reader in readers.items():
-                snapshot = (
-                    reader.recs[reader.committed].offset
-                    if reader.committed < len(reader.recs)
-                    else reader.recs[-1].offset + 1
-                )
+                snapshot = Reader(reader.recs, reader.committed).position()
                 reader.seek(_resume(world, p, snapshot))
                 reader.generation = 0
         elif roll < 0.5:
@@ -301,7 +308,7 @@ def simulate(scn: Scenario, rnd: random.Random, losses: int, crashes: int) -> Wo
 
 
 @settings(
-    max_examples=150,
+    max_examples=300,
     deadline=None,
     suppress_health_check=[*PROPERTY.suppress_health_check, HealthCheck.large_base_example],
 )
