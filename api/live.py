@@ -45,6 +45,8 @@ MAX_PENDING = 1000
 MAX_REPLAY = 5000
 #: How long one XREAD blocks (also how fast an idle feed notices it is unwatched).
 BLOCK_MS = 1000
+#: Changes kept for a subscriber's next message (the newest; the page itself is always whole).
+MAX_DUE = 1000
 #: How long one message may take to leave before the subscriber counts as stuck.
 SEND_TIMEOUT_S = 5.0
 
@@ -95,6 +97,7 @@ class Subscriber:
     keys: tuple[str, ...]
     pending: deque[tuple[str, str, list[StreamChange]]] = field(default_factory=deque)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    gone: asyncio.Event = field(default_factory=asyncio.Event)
     dropped: str | None = None
 
     def offer(self, key: str, entry_id: str, changes: list[StreamChange]) -> bool:
@@ -111,6 +114,7 @@ class Subscriber:
             self.dropped = reason
         self.pending.clear()
         self.wake.set()
+        self.gone.set()
 
 
 @dataclass(eq=False)
@@ -337,18 +341,26 @@ class Subscription:
                     missed = replayed
             await self._push(send, missed, first=True)
             last = time.monotonic()
+            interval = self._query.interval_ms / 1000
+            due: list[StreamChange] = []  # relevant changes not pushed yet
+            dirty = False
             while True:
-                await sub.wake.wait()
-                wait = last + self._query.interval_ms / 1000 - time.monotonic()
-                if wait > 0 and sub.dropped is None:
-                    await asyncio.sleep(wait)
+                # The queue is drained at every wake-up, throttled or not: only a
+                # subscriber stuck in a send (a client not reading) lets it grow.
+                wait = max(0.0, last + interval - time.monotonic()) if dirty else None
+                if wait is None or wait > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(sub.wake.wait(), wait)
                 if sub.dropped is not None:
                     return sub.dropped
                 sub.wake.clear()
-                changes = self._take()
-                if changes is not None:
-                    await self._push(send, changes, first=False)
-                    last = time.monotonic()
+                taken = self._take()
+                if taken is not None:
+                    due = self._relevant(due + taken)
+                    dirty = True
+                if dirty and time.monotonic() >= last + interval:
+                    await self._push(send, due, first=False)
+                    due, dirty, last = [], False, time.monotonic()
         finally:
             self._hub.detach(sub)
 
@@ -377,9 +389,28 @@ class Subscription:
                 out += changes
         return out
 
+    def _window_id(self) -> str:
+        query = self._query
+        return self._reads.reader.board(query.game_id, query.window, self._clock()).window.id
+
+    def _relevant(self, changes: list[StreamChange]) -> list[StreamChange]:
+        """The changes a push may need (this window; top-N or the player), newest kept."""
+        window_id = self._window_id()
+        player = self._query.player_id
+        kept = [
+            c
+            for c in changes
+            if c.window == window_id
+            and (
+                (self._query.top and self._in_top(c))
+                or (player is not None and self._touches_player([c], player))
+            )
+        ]
+        return kept[-MAX_DUE:]
+
     async def _push(self, send: Send, changes: list[StreamChange], *, first: bool) -> None:
         query = self._query
-        window_id = self._reads.reader.board(query.game_id, query.window, self._clock()).window.id
+        window_id = self._window_id()
         mine = [c for c in changes if c.window == window_id]
         version = self._hub.version
         if query.top and (first or self._touches_top(mine)):
