@@ -11,12 +11,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
-import subprocess
-import sys
 import time
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,71 +20,10 @@ from websockets.sync.client import ClientConnection, connect
 
 from api.live import MAX_PENDING, ChangeHub, Subscriber
 from domain.keys import GroupKeys
-from domain.signing import parse_keyring, signed_event
-from schemas.codec import ScoreEventCodec
-from tests.integration.api_server import api_settings, running_api
-from tests.integration.streams import GAMES_TOML, KEYS, REPO, Planned, job_env, produce
+from tests.integration.live_events import GAME, best
+from tests.integration.streams import produce
 
 pytestmark = pytest.mark.integration
-
-GAME = "gbest"
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def best(player: str, score: int) -> Planned:
-    """A signed, encoded SCORE event of game ``gbest`` at the current time."""
-    at = now_ms()
-    event = signed_event(
-        parse_keyring(KEYS),
-        "k1",
-        event_id=uuid.uuid4().hex,
-        game_id=GAME,
-        player_id=player,
-        score=score,
-        ts_ms=at,
-    )
-    return Planned(player.encode(), ScoreEventCodec.from_registry().encode(event), at, "ok", event)
-
-
-@pytest.fixture
-def job(
-    kafka_bootstrap: str, topic: str, namespace: str, tmp_path: Path
-) -> Iterator[subprocess.Popen[str]]:
-    """The streaming job, tailing the test's topic until the test ends."""
-    games = tmp_path / "games.toml"
-    games.write_text(GAMES_TOML)
-    env = job_env(topic, namespace, tmp_path / "state", games)
-    log = (tmp_path / "job.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lb.cli", "run"],
-        env=env,
-        cwd=REPO,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    yield proc
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    log.close()
-
-
-@pytest.fixture
-def api(
-    kafka_bootstrap: str, redis_url: str, topic: str, namespace: str, tmp_path: Path
-) -> Iterator[str]:
-    games = tmp_path / "api-games.toml"
-    games.write_text(GAMES_TOML)
-    settings = api_settings(kafka_bootstrap, redis_url, topic, namespace, KEYS, games_file=games)
-    with running_api(settings) as url:
-        yield url
 
 
 def ws_url(base: str, query: str) -> str:
@@ -117,8 +51,14 @@ def top_players(message: dict[str, Any]) -> list[tuple[str, int]]:
 
 
 def test_pushes_follow_the_job_and_resume_without_a_gap(
-    job: Any, api: str, kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any
+    live_job: Any,
+    live_api: str,
+    kafka_bootstrap: str,
+    topic: str,
+    namespace: str,
+    redis_client: Any,
 ) -> None:
+    api = live_api
     with connect(ws_url(api, "top=3&playerId=p1&interval=50"), open_timeout=30) as ws:
         first = receive(ws)
         assert (first["type"], first["window"], first["entries"]) == ("top", "alltime", [])
@@ -202,7 +142,8 @@ def read_sse(response: http.client.HTTPResponse) -> dict[str, Any]:
         fields[name] = value
 
 
-def test_bad_subscriptions_are_refused_with_the_error_document(api: str) -> None:
+def test_bad_subscriptions_are_refused_with_the_error_document(live_api: str) -> None:
+    api = live_api
     with connect(ws_url(api, "windw=weekly")) as ws:
         message = receive(ws)
         assert message["type"] == "error"
