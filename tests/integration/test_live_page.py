@@ -71,8 +71,10 @@ def test_the_page_shows_a_new_best_score_within_two_seconds(
     WebDriverWait(browser, 10).until(lambda b: len(rows(b)) == 3)
     assert rows(browser) == [("1", "ada", "300"), ("2", "bob", "200"), ("3", "cy", "100")]
     WebDriverWait(browser, 5).until(
-        lambda b: b.find_element(By.ID, "me-rank").text == "3"
-        and b.find_element(By.ID, "status").get_attribute("data-state") == "live"
+        lambda b: (
+            b.find_element(By.ID, "me-rank").text == "3"
+            and b.find_element(By.ID, "status").get_attribute("data-state") == "live"
+        )
     )
 
     produce(kafka_bootstrap, topic, [best("cy", 450)])  # a new best: cy goes first
