@@ -36,6 +36,7 @@ from domain.errors import ConfigError
 from domain.games import GameCatalog
 from domain.signing import parse_keyring
 from readers import redis_client
+from readers.async_boards import AsyncBoardReader
 from readers.boards import BoardReader
 from readers.friends import FriendsReader
 from schemas.codec import ScoreEventCodec
@@ -143,6 +144,7 @@ def create_app(
         state = app.state
         state.clock = clock
         state.boards = BoardReader(sync_client, games, settings.namespace)
+        state.async_boards = AsyncBoardReader(state.boards, async_client)
         state.friends = FriendsReader(sync_client, games, settings.namespace)
         state.intake = ScoreIntake(
             parse_keyring(settings.hmac_keys.reveal()),

@@ -1,8 +1,11 @@
 """The request/response routes: board reads, friends, score intake, health.
 
 Reads call the same readers as the Python API and the CLI (``readers/``), so
-the answers are the same documents; FastAPI runs these synchronous handlers in
-its thread pool, where the readers' pooled Redis client serves them. Each
+the answers are the same documents: ``top``, ``rank`` and ``around`` on the
+asyncio client (:mod:`readers.async_boards`), the friends routes as synchronous
+handlers in FastAPI's thread pool. Answers the readers built are returned as
+they are (the response models document them; re-validating every page would
+only cost time). Each
 request reads the clock once (``window=weekly`` means the week of that
 instant). Path segments arrive still percent-encoded (:mod:`api.app` routes on
 the raw path, so an id may contain ``/``) and are decoded here, strictly.
@@ -15,6 +18,7 @@ from typing import Annotated, Any
 from urllib.parse import unquote
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
+from fastapi.responses import JSONResponse
 
 from api.errors import ApiError
 from api.intake import ScoreIntake
@@ -39,7 +43,7 @@ from api.models import (
     errors,
 )
 from domain.errors import QueryError
-from readers.boards import BoardReader
+from readers.async_boards import AsyncBoardReader
 from readers.friends import FriendsReader
 
 router = APIRouter()
@@ -66,8 +70,8 @@ async def _friend(friendId: Annotated[str, Path(description="the friend's player
     return _segment(friendId, "friendId")
 
 
-async def _boards(request: Request) -> BoardReader:
-    reader: BoardReader = request.app.state.boards
+async def _boards(request: Request) -> AsyncBoardReader:
+    reader: AsyncBoardReader = request.app.state.async_boards
     return reader
 
 
@@ -84,7 +88,7 @@ async def _now(request: Request) -> int:
 GameId = Annotated[str, Depends(_game)]
 PlayerId = Annotated[str, Depends(_player)]
 FriendId = Annotated[str, Depends(_friend)]
-Boards = Annotated[BoardReader, Depends(_boards)]
+AsyncBoards = Annotated[AsyncBoardReader, Depends(_boards)]
 FriendsOf = Annotated[FriendsReader, Depends(_friends)]
 Now = Annotated[int, Depends(_now)]
 _NoQuery = Annotated[NoQuery, Query()]
@@ -102,9 +106,11 @@ def _absent(player_id: str, window_id: str) -> ApiError:
     responses=errors(400, 404, 500, 503),
     summary="One page of a board, best first",
 )
-def top(game: GameId, q: Annotated[TopQuery, Query()], boards: Boards, now: Now) -> Any:
+async def top(game: GameId, q: Annotated[TopQuery, Query()], boards: AsyncBoards, now: Now) -> Any:
     """One page by offset or cursor; ``nextCursor`` is null at the end."""
-    return boards.top(game, q.window, q.limit, q.offset, q.cursor or None, now_ms=now)
+    return JSONResponse(
+        await boards.top(game, q.window, q.limit, q.offset, q.cursor or None, now_ms=now)
+    )
 
 
 @router.get(
@@ -113,14 +119,18 @@ def top(game: GameId, q: Annotated[TopQuery, Query()], boards: Boards, now: Now)
     responses=errors(400, 404, 500, 503),
     summary="A player's rank, score and percentile",
 )
-def rank(
-    game: GameId, player: PlayerId, q: Annotated[WindowQuery, Query()], boards: Boards, now: Now
+async def rank(
+    game: GameId,
+    player: PlayerId,
+    q: Annotated[WindowQuery, Query()],
+    boards: AsyncBoards,
+    now: Now,
 ) -> Any:
     """404 ``NOT_FOUND`` when the player has no score on that board."""
-    answer = boards.rank(game, player, q.window, now_ms=now)
+    answer = await boards.rank(game, player, q.window, now_ms=now)
     if answer["score"] is None:
         raise _absent(player, answer["window"])
-    return answer
+    return JSONResponse(answer)
 
 
 @router.get(
@@ -129,14 +139,18 @@ def rank(
     responses=errors(400, 404, 500, 503),
     summary="The k players right above and below a player",
 )
-def neighbors(
-    game: GameId, player: PlayerId, q: Annotated[NeighborsQuery, Query()], boards: Boards, now: Now
+async def neighbors(
+    game: GameId,
+    player: PlayerId,
+    q: Annotated[NeighborsQuery, Query()],
+    boards: AsyncBoards,
+    now: Now,
 ) -> Any:
     """``above + [player] + below`` is one contiguous slice; 404 without a score."""
-    answer = boards.around(game, player, q.window, q.k, now_ms=now)
+    answer = await boards.around(game, player, q.window, q.k, now_ms=now)
     if answer["player"] is None:
         raise _absent(player, answer["window"])
-    return answer
+    return JSONResponse(answer)
 
 
 @router.get(
