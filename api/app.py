@@ -154,7 +154,7 @@ def create_app(
         )
         state.async_redis = async_client
         state.hub = ChangeHub(async_client)
-        state.shared_reads = SharedReads(state.hub, state.boards)
+        state.shared_reads = SharedReads(state.hub, state.async_boards)
         try:
             yield
         finally:

@@ -28,8 +28,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +36,7 @@ import redis
 
 from domain.errors import QueryError, ServiceError
 from domain.keys import GroupKeys, shard_tag
-from readers.boards import BoardReader
+from readers.async_boards import AsyncBoardReader
 
 #: Stream entries a subscriber may have waiting before it is dropped as too slow.
 MAX_PENDING = 1000
@@ -90,29 +89,51 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+#: Picks, from one stream entry, the changes a subscriber must be told about.
+Select = Callable[[list[StreamChange]], list[StreamChange]]
+
+
 @dataclass(eq=False)
 class Subscriber:
-    """What the hub feeds: a bounded queue of ``(stream key, id, changes)`` and a flag."""
+    """What the hub feeds: the relevant changes not yet pushed, and a wake-up.
+
+    Subscribers with equal ``watch`` keys (same game, window and top N) share
+    one run of ``select_top`` per stream entry, so an entry costs one filter
+    per watch, not per subscriber; ``select_own`` (a player's own rank) runs
+    per subscriber.
+    """
 
     keys: tuple[str, ...]
-    pending: deque[tuple[str, str, list[StreamChange]]] = field(default_factory=deque)
+    watch: Hashable
+    select_top: Select
+    select_own: Select | None = None
+    due: list[StreamChange] = field(default_factory=list)
+    offered: int = 0
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     gone: asyncio.Event = field(default_factory=asyncio.Event)
     dropped: str | None = None
 
-    def offer(self, key: str, entry_id: str, changes: list[StreamChange]) -> bool:
-        """Queue one entry; False (and dropped) when the subscriber fell too far behind."""
-        if len(self.pending) >= MAX_PENDING:
+    def offer(self, changes: list[StreamChange]) -> bool:
+        """Queue one entry's relevant changes; False (and dropped) when too far behind."""
+        if self.offered >= MAX_PENDING:
             self.drop(f"too slow: more than {MAX_PENDING} stream entries waiting")
             return False
-        self.pending.append((key, entry_id, changes))
+        self.offered += 1
+        self.due += changes
         self.wake.set()
         return True
+
+    def take(self) -> list[StreamChange] | None:
+        """What was queued since the last take; None when nothing was."""
+        if not self.offered:
+            return None
+        out, self.due, self.offered = self.due, [], 0
+        return out
 
     def drop(self, reason: str) -> None:
         if self.dropped is None:
             self.dropped = reason
-        self.pending.clear()
+        self.due, self.offered = [], 0
         self.wake.set()
         self.gone.set()
 
@@ -121,8 +142,19 @@ class Subscriber:
 class _Feed:
     key: str
     last_id: str
-    subscribers: set[Subscriber] = field(default_factory=set)
+    watches: dict[Hashable, set[Subscriber]] = field(default_factory=dict)
     task: asyncio.Task[None] | None = None
+
+    def deliver(self, changes: list[StreamChange]) -> None:
+        for watch in list(self.watches.values()):
+            if not watch:
+                continue
+            shared = next(iter(watch)).select_top(changes)
+            for subscriber in list(watch):
+                own = subscriber.select_own(changes) if subscriber.select_own else []
+                mine = shared + own if own else shared
+                if mine and not subscriber.offer(mine):
+                    watch.discard(subscriber)
 
 
 class ChangeHub:
@@ -139,7 +171,6 @@ class ChangeHub:
     async def attach(self, subscriber: Subscriber) -> dict[str, str]:
         """Start feeding ``subscriber``; the current last id of each of its streams."""
         async with self._lock:
-            positions: dict[str, str] = {}
             for key in subscriber.keys:
                 feed = self._feeds.get(key)
                 if feed is None:
@@ -147,16 +178,23 @@ class ChangeHub:
                     feed = _Feed(key, _text(newest[0][0]) if newest else "0-0")
                     feed.task = asyncio.create_task(self._follow(feed), name=f"feed {key}")
                     self._feeds[key] = feed
-                feed.subscribers.add(subscriber)
-                positions[key] = feed.last_id
-            return positions
+                feed.watches.setdefault(subscriber.watch, set()).add(subscriber)
+            return self.positions(subscriber.keys)
+
+    def positions(self, keys: tuple[str, ...]) -> dict[str, str]:
+        """The last id delivered of each stream (everything up to it was offered)."""
+        return {key: self._feeds[key].last_id for key in keys if key in self._feeds}
 
     def detach(self, subscriber: Subscriber) -> None:
         """Stop feeding ``subscriber`` (its feeds end at their next wake-up if unwatched)."""
         for key in subscriber.keys:
             feed = self._feeds.get(key)
             if feed is not None:
-                feed.subscribers.discard(subscriber)
+                watch = feed.watches.get(subscriber.watch)
+                if watch is not None:
+                    watch.discard(subscriber)
+                    if not watch:
+                        del feed.watches[subscriber.watch]
 
     async def close(self) -> None:
         tasks = [feed.task for feed in self._feeds.values() if feed.task is not None]
@@ -170,9 +208,9 @@ class ChangeHub:
     async def _follow(self, feed: _Feed) -> None:
         failures = 0
         while True:
-            if not feed.subscribers:
+            if not feed.watches:
                 async with self._lock:
-                    if not feed.subscribers:
+                    if not feed.watches:
                         self._feeds.pop(feed.key, None)
                         return
             try:
@@ -184,12 +222,8 @@ class ChangeHub:
                 continue
             for _, entries in reply or ():
                 for raw_id, fields in entries:
-                    entry_id = _text(raw_id)
-                    changes = parse_entry(fields)
-                    feed.last_id = entry_id
-                    for subscriber in list(feed.subscribers):
-                        if not subscriber.offer(feed.key, entry_id, changes):
-                            feed.subscribers.discard(subscriber)
+                    feed.last_id = _text(raw_id)
+                    feed.deliver(parse_entry(fields))
             if reply:
                 self.version += 1
 
@@ -231,32 +265,44 @@ class SharedReads:
     subscriber needing ``v`` may reuse any read started at ``v`` or later.
     """
 
-    def __init__(self, hub: ChangeHub, reader: BoardReader) -> None:
+    def __init__(self, hub: ChangeHub, reader: AsyncBoardReader) -> None:
         self._hub = hub
-        self.reader = reader
+        self._async = reader
+        self.reader = reader.sync
         self._reads: dict[tuple[Any, ...], tuple[int, asyncio.Future[Any]]] = {}
+        self._texts: dict[tuple[Any, ...], str] = {}
 
-    async def _shared(self, key: tuple[Any, ...], version: int, call: Callable[[], Any]) -> Any:
+    async def _shared(
+        self, key: tuple[Any, ...], version: int, read: Callable[[], Awaitable[Any]]
+    ) -> Any:
         found = self._reads.get(key)
         if found is None or found[0] < version or _failed(found[1]):
             if len(self._reads) > 10_000:
                 self._reads.clear()
-            future = asyncio.ensure_future(asyncio.to_thread(call))
-            found = self._reads[key] = (self._hub.version, future)
+            found = self._reads[key] = (self._hub.version, asyncio.ensure_future(read()))
         return await asyncio.shield(found[1])
+
+    def encode(self, key: tuple[Any, ...], message: Callable[[], dict[str, Any]]) -> str:
+        """A message's JSON text, made once for every subscriber sent the same message."""
+        text = self._texts.get(key)
+        if text is None:
+            if len(self._texts) > 1_000:
+                self._texts.clear()
+            text = self._texts[key] = json.dumps(message(), separators=(",", ":"))
+        return text
 
     async def top(self, game: str, window_id: str, n: int, version: int) -> Any:
         return await self._shared(
             ("top", game, window_id, n),
             version,
-            lambda: self.reader.top(game, window_id, n, now_ms=_now_ms()),
+            lambda: self._async.top(game, window_id, n, now_ms=_now_ms()),
         )
 
     async def rank(self, game: str, player: str, window_id: str, version: int) -> Any:
         return await self._shared(
             ("rank", game, player, window_id),
             version,
-            lambda: self.reader.rank(game, player, window_id, now_ms=_now_ms()),
+            lambda: self._async.rank(game, player, window_id, now_ms=_now_ms()),
         )
 
 
@@ -279,8 +325,14 @@ class LiveQuery:
     interval_ms: int = 250
 
 
-#: ``send(message, id)``: deliver one message; the id is the position it reflects.
-Send = Callable[[dict[str, Any], str], Awaitable[None]]
+#: ``send(type, id, json)``: deliver one message (its JSON text, which includes the
+#: ``id``, the stream position it reflects; the type and id again for SSE framing).
+Send = Callable[[str, str, str], Awaitable[None]]
+
+
+def message_text(kind: str, position: str, body: dict[str, Any]) -> str:
+    """The JSON text of one message: its type, its position, then the body."""
+    return json.dumps({"type": kind, "id": position, **body}, separators=(",", ":"))
 
 
 class Subscription:
@@ -306,10 +358,16 @@ class Subscription:
             else [shard_tag(query.game_id, i) for i in range(config.shards)]
         )
         self.keys = tuple(GroupKeys(reader.namespace, tag).changes for tag in tags)
-        self.subscriber = Subscriber(self.keys)
         self._positions: dict[str, str] = {}
         self._shown: set[str] = set()
         self._rank: dict[str, Any] | None = None
+        self._window: tuple[int, str] = (-1, "")  # (valid until ms, window id)
+        self.subscriber = Subscriber(
+            self.keys,
+            watch=(query.game_id, query.window, query.top),
+            select_top=self._select_top,
+            select_own=self._select_own if query.player_id is not None else None,
+        )
 
     def parse_position(self, text: str | None) -> dict[str, str] | None:
         """A ``Last-Event-ID`` as one id per stream; QueryError if it is not ours."""
@@ -336,17 +394,18 @@ class Subscription:
             if resume is not None:
                 replayed = await self._replay(resume)
                 if replayed is None:
-                    await send({"type": "gap", "lastEventId": last_event_id}, self.position)
+                    gap = {"lastEventId": last_event_id}
+                    await send("gap", self.position, message_text("gap", self.position, gap))
                 else:
-                    missed = replayed
+                    missed = self._relevant(replayed)
             await self._push(send, missed, first=True)
             last = time.monotonic()
             interval = self._query.interval_ms / 1000
             due: list[StreamChange] = []  # relevant changes not pushed yet
             dirty = False
             while True:
-                # The queue is drained at every wake-up, throttled or not: only a
-                # subscriber stuck in a send (a client not reading) lets it grow.
+                # Taken at every wake-up, throttled or not: only a subscriber stuck
+                # in a send (a client not reading) lets its queue grow.
                 wait = max(0.0, last + interval - time.monotonic()) if dirty else None
                 if wait is None or wait > 0:
                     with contextlib.suppress(TimeoutError):
@@ -354,11 +413,13 @@ class Subscription:
                 if sub.dropped is not None:
                     return sub.dropped
                 sub.wake.clear()
-                taken = self._take()
+                taken = sub.take()
                 if taken is not None:
-                    due = self._relevant(due + taken)
+                    due = (due + taken)[-MAX_DUE:]
                     dirty = True
                 if dirty and time.monotonic() >= last + interval:
+                    # Everything up to these positions was offered: the message covers it.
+                    self._positions = self._hub.positions(self.keys)
                     await self._push(send, due, first=False)
                     due, dirty, last = [], False, time.monotonic()
         finally:
@@ -376,69 +437,77 @@ class Subscription:
         # Live entries queued meanwhile come after the replayed ones.
         return missed
 
-    def _take(self) -> list[StreamChange] | None:
-        """Queued changes past our positions; None when nothing new was queued."""
-        pending = self.subscriber.pending
-        if not pending:
-            return None
-        out: list[StreamChange] = []
-        while pending:
-            key, entry_id, changes = pending.popleft()
-            if stream_id(entry_id) > stream_id(self._positions[key]):
-                self._positions[key] = entry_id
-                out += changes
-        return out
-
     def _window_id(self) -> str:
-        query = self._query
-        return self._reads.reader.board(query.game_id, query.window, self._clock()).window.id
+        """The board's window id now (``weekly`` moves on at Monday 00:00 UTC); cached 1 s."""
+        now = self._clock()
+        until, window_id = self._window
+        if now >= until:
+            query = self._query
+            window_id = self._reads.reader.board(query.game_id, query.window, now).window.id
+            self._window = (now + 1000, window_id)
+        return window_id
 
-    def _relevant(self, changes: list[StreamChange]) -> list[StreamChange]:
-        """The changes a push may need (this window; top-N or the player), newest kept."""
+    def _select_top(self, changes: list[StreamChange]) -> list[StreamChange]:
+        """The changes of this window that touch the top N (run once per watch)."""
+        if not self._query.top:
+            return []
+        window_id = self._window_id()
+        return [c for c in changes if c.window == window_id and self._in_top(c)]
+
+    def _select_own(self, changes: list[StreamChange]) -> list[StreamChange]:
+        """The changes of this window that may move the subscribed player."""
         window_id = self._window_id()
         player = self._query.player_id
-        kept = [
-            c
-            for c in changes
-            if c.window == window_id
-            and (
-                (self._query.top and self._in_top(c))
-                or (player is not None and self._touches_player([c], player))
-            )
-        ]
-        return kept[-MAX_DUE:]
+        assert player is not None
+        return [c for c in changes if c.window == window_id and self._moves(c, player)]
+
+    def _relevant(self, changes: list[StreamChange]) -> list[StreamChange]:
+        """Both selections of replayed changes, in stream order, newest kept."""
+        player = self._query.player_id
+        top = self._select_top(changes)
+        own = self._select_own(changes) if player is not None else []
+        if not own:
+            return top[-MAX_DUE:]
+        chosen = set(map(id, top)) | set(map(id, own))
+        return [c for c in changes if id(c) in chosen][-MAX_DUE:]
 
     async def _push(self, send: Send, changes: list[StreamChange], *, first: bool) -> None:
+        """Send a fresh page and/or rank if the (already selected) changes call for it."""
         query = self._query
         window_id = self._window_id()
         mine = [c for c in changes if c.window == window_id]
         version = self._hub.version
-        if query.top and (first or self._touches_top(mine)):
+        position = self.position
+        top = [c for c in mine if self._in_top(c)] if query.top else []
+        if query.top and (first or top):
             page = await self._reads.top(query.game_id, window_id, query.top, version)
             self._shown = {entry["playerId"] for entry in page["entries"]}
-            relevant = [c.wire() for c in mine if self._in_top(c)]
-            message = {"type": "top", **page, "changes": relevant}
-            await send(message, self.position)
+            # Subscribers of one watch usually send the very same message: encode it once.
+            key = (id(page), position, *top)
+            text = self._reads.encode(
+                key,
+                lambda: {
+                    "type": "top",
+                    "id": position,
+                    **page,
+                    "changes": [c.wire() for c in top],
+                },
+            )
+            await send("top", position, text)
         player = query.player_id
-        if player is not None and (first or self._touches_player(mine, player)):
+        if player is not None and (first or any(self._moves(c, player) for c in mine)):
             rank = dict(await self._reads.rank(query.game_id, player, window_id, version))
             if first or rank != self._rank:
                 self._rank = rank
-                await send({"type": "rank", **rank}, self.position)
+                await send("rank", position, message_text("rank", position, rank))
 
     def _in_top(self, change: StreamChange) -> bool:
         ranked = change.rank is not None and change.rank <= self._query.top
         return ranked or change.player in self._shown
 
-    def _touches_top(self, changes: list[StreamChange]) -> bool:
-        return any(self._in_top(c) for c in changes)
-
-    def _touches_player(self, changes: list[StreamChange], player: str) -> bool:
-        """Whether a change could have moved the player (anyone at or above them, or them)."""
-        mine = self._rank["score"] if self._rank else None
-        for c in changes:
-            if c.player == player or mine is None:
-                return True
-            if max(c.old or -1, c.new or -1) >= mine or c.new is None:
-                return True
-        return False
+    def _moves(self, change: StreamChange, player: str) -> bool:
+        """Whether a change could have moved the player (them, or anyone at or above them)."""
+        mine: int | None = self._rank["score"] if self._rank else None
+        if change.player == player or mine is None or change.new is None:
+            return True
+        return max(change.old or -1, change.new) >= mine

@@ -23,7 +23,7 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect
 
 from api.errors import ApiError, describe_validation, error_body
-from api.live import SEND_TIMEOUT_S, LiveQuery, Subscription
+from api.live import SEND_TIMEOUT_S, LiveQuery, Subscription, message_text
 from api.models import DEFAULT_WINDOW, Window, _Query, errors
 from domain.errors import LeaderboardError, QueryError
 
@@ -79,8 +79,7 @@ async def live(websocket: WebSocket, gameId: str) -> None:
     """Top-N and rank pushes over a WebSocket (query as for ``/events``)."""
     await websocket.accept()
 
-    async def send(message: dict[str, Any], position: str) -> None:
-        text = json.dumps({**message, "id": position}, separators=(",", ":"))
+    async def send(kind: str, position: str, text: str) -> None:
         await asyncio.wait_for(websocket.send_text(text), SEND_TIMEOUT_S)
 
     try:
@@ -108,7 +107,9 @@ async def live(websocket: WebSocket, gameId: str) -> None:
         return  # stuck or gone: nothing more can be said on this socket
     if reason is not None:
         with contextlib.suppress(Exception):
-            await send({"type": "dropped", "reason": reason}, subscription.position)
+            position = subscription.position
+            dropped = message_text("dropped", position, {"reason": reason})
+            await send("dropped", position, dropped)
             await websocket.close(CLOSE_TOO_SLOW, "too slow")
 
 
@@ -142,9 +143,8 @@ class EventStream(Response):
             body = {"type": "http.response.body", "body": chunk.encode(), "more_body": True}
             await asyncio.wait_for(send(body), SEND_TIMEOUT_S)
 
-        async def event(message: dict[str, Any], position: str) -> None:
-            data = json.dumps({**message, "id": position}, separators=(",", ":"))
-            await write(f"event: {message['type']}\nid: {position}\ndata: {data}\n\n")
+        async def event(kind: str, position: str, text: str) -> None:
+            await write(f"event: {kind}\nid: {position}\ndata: {text}\n\n")
 
         async def keepalive() -> None:
             while True:
@@ -162,7 +162,10 @@ class EventStream(Response):
                 _until_either(disconnected(), keepalive()),
             )
             if reason is not None:
-                await event({"type": "dropped", "reason": reason}, subscription.position)
+                position = subscription.position
+                await event(
+                    "dropped", position, message_text("dropped", position, {"reason": reason})
+                )
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except (TimeoutError, OSError):
             return  # the client stopped reading: the server closes the connection

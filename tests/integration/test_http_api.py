@@ -25,6 +25,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from domain.events import EventKind
 from domain.games import GameCatalog
+from domain.planner import shard_of
 from domain.signing import Verdict, canonical, parse_keyring, sign, verify
 from readers.boards import BoardReader
 from schemas.codec import ScoreEventCodec
@@ -123,6 +124,24 @@ def test_reads_give_the_python_api_answers(
     assert status == 200
     assert around == reader.around("g", "p8", "alltime", 2, now_ms=NOW_MS)
     assert len(around["above"]) == 2 and len(around["below"]) == 2
+
+    # A sharded game (its own path in the async reader) answers like the Python API too.
+    for i in range(30):
+        player = f"s{i}"
+        shard = shard_of(player, 2)
+        redis_client.zadd(f"{namespace}:{{sh/{shard}}}:alltime", {player: (i % 9) * SLOTS + i})
+    for path, expected in [
+        (
+            "/v1/leaderboards/sh/top?limit=5&offset=2",
+            reader.top("sh", "alltime", 5, 2, now_ms=NOW_MS),
+        ),
+        ("/v1/leaderboards/sh/players/s7", reader.rank("sh", "s7", "alltime", now_ms=NOW_MS)),
+        (
+            "/v1/leaderboards/sh/players/s7/neighbors?k=3",
+            reader.around("sh", "s7", "alltime", 3, now_ms=NOW_MS),
+        ),
+    ]:
+        assert http.get(path)[2] == expected, path
 
     # "daily" is resolved with the server's clock (fixed here): empty board, no error.
     status, _, daily = http.get("/v1/leaderboards/g/top?window=daily")
