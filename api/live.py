@@ -42,6 +42,8 @@ from readers.async_boards import AsyncBoardReader
 MAX_PENDING = 1000
 #: Entries replayed on reconnect; a client further behind gets ``gap`` instead.
 MAX_REPLAY = 5000
+#: Entries per XREAD: a burst is delivered in chunks, subscribers draining in between.
+READ_COUNT = 200
 #: How long one XREAD blocks (also how fast an idle feed notices it is unwatched).
 BLOCK_MS = 1000
 #: Changes kept for a subscriber's next message (the newest; the page itself is always whole).
@@ -214,7 +216,9 @@ class ChangeHub:
                         self._feeds.pop(feed.key, None)
                         return
             try:
-                reply = await self._client.xread({feed.key: feed.last_id}, block=self._block_ms)
+                reply = await self._client.xread(
+                    {feed.key: feed.last_id}, count=READ_COUNT, block=self._block_ms
+                )
                 failures = 0
             except (redis.RedisError, OSError):
                 failures += 1
@@ -226,6 +230,9 @@ class ChangeHub:
                     feed.deliver(parse_entry(fields))
             if reply:
                 self.version += 1
+                # Let subscribers take what they were offered before the next chunk
+                # (a burst, e.g. the stream a rebuild swaps in, must not look like lag).
+                await asyncio.sleep(0)
 
     async def replay(
         self, key: str, after: str, limit: int = MAX_REPLAY
@@ -280,7 +287,10 @@ class SharedReads:
             if len(self._reads) > 10_000:
                 self._reads.clear()
             found = self._reads[key] = (self._hub.version, asyncio.ensure_future(read()))
-        return await asyncio.shield(found[1])
+        future = found[1]
+        if future.done():  # the common case with many subscribers: no await, no wrapper
+            return future.result()
+        return await asyncio.shield(future)
 
     def encode(self, key: tuple[Any, ...], message: Callable[[], dict[str, Any]]) -> str:
         """A message's JSON text, made once for every subscriber sent the same message."""

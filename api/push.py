@@ -80,7 +80,8 @@ async def live(websocket: WebSocket, gameId: str) -> None:
     await websocket.accept()
 
     async def send(kind: str, position: str, text: str) -> None:
-        await asyncio.wait_for(websocket.send_text(text), SEND_TIMEOUT_S)
+        async with asyncio.timeout(SEND_TIMEOUT_S):  # cheaper than wait_for: no extra task
+            await websocket.send_text(text)
 
     try:
         params = LiveParams.model_validate(dict(websocket.query_params))
@@ -141,7 +142,8 @@ class EventStream(Response):
 
         async def write(chunk: str) -> None:
             body = {"type": "http.response.body", "body": chunk.encode(), "more_body": True}
-            await asyncio.wait_for(send(body), SEND_TIMEOUT_S)
+            async with asyncio.timeout(SEND_TIMEOUT_S):
+                await send(body)
 
         async def event(kind: str, position: str, text: str) -> None:
             await write(f"event: {kind}\nid: {position}\ndata: {text}\n\n")
