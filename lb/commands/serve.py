@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import signal
 import sys
+from types import FrameType
 
 from api.app import MAX_BODY_BYTES, create_app
 from api.server import DEFAULT_HOST, DEFAULT_PORT, bind, make_server, parse_port, url_of
@@ -43,11 +45,25 @@ def _serve(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     server = make_server(app, quiet=args.quiet)
+    # uvicorn stops gracefully on SIGINT/SIGTERM, then re-raises the signal with the
+    # handlers it found: make that re-raise a clean exit 0, like ``lb run``'s.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _stopped)
     try:
-        server.run(sockets=[sock])  # uvicorn handles SIGINT/SIGTERM: a graceful stop
+        server.run(sockets=[sock])
+    except _Stop:
+        pass
     finally:
         sock.close()
     return 0
+
+
+class _Stop(Exception):
+    """Raised by the re-raised stop signal once uvicorn has shut down."""
+
+
+def _stopped(signum: int, frame: FrameType | None) -> None:
+    raise _Stop
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
