@@ -14,6 +14,7 @@ and its bookkeeping share one cluster slot and can change in one MULTI/EXEC:
 ``<ns>:{@<topic>/<p>}:meta:progress`` per source partition: ``@`` -> offset applied
                                     everywhere, ``<tag>`` -> that group's last
                                     acknowledged watermark (``domain.healing``)
+``<ns>:{<tag>}:changes``            stream of board changes, capped (live pushes)
 ``<ns>:{<game>}:friends:<player>``  set of playerIds the player follows
 ``<ns>:{<game>}:friendsboard:<p>``  short-lived cache of the friends board
 ==================================  ==========================================
@@ -28,6 +29,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 LIVE_NAMESPACE = "lb"
+
+#: Approximate cap (``XADD MAXLEN ~``) of a group's change stream, in entries: one
+#: entry per atomic group write, so minutes of history at a steady 20 batches/s,
+#: enough for a live client to reconnect and resume where it left off.
+CHANGES_MAXLEN = 10_000
 
 
 def shard_tag(game_id: str, shard: int | None) -> str:
@@ -63,6 +69,11 @@ class GroupKeys:
     @property
     def stats(self) -> str:
         return f"{self.prefix}meta:stats"
+
+    @property
+    def changes(self) -> str:
+        """The capped stream of this group's board changes (written with the boards)."""
+        return f"{self.prefix}changes"
 
     def friends(self, player_id: str) -> str:
         """A player's friend set (use the game's unsharded keys: one slot per player)."""

@@ -27,11 +27,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from domain.events import EventKind
-from domain.games import Operator
+from domain.games import GameConfig, Operator
 from domain.keys import GroupKeys, shard_tag, watermark_field
 from domain.operators import apply_composite
 from domain.records import Accepted, CheckedBatch
-from domain.windows import Window
+from domain.windows import Window, window_from_id
 
 #: Counter names kept in ``meta:stats`` (written in the same transaction as the boards).
 APPLIED = "applied"
@@ -134,6 +134,20 @@ class LookupResults:
     registries: list[set[str]] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One member's change on one board, as the live pushes announce it.
+
+    Scores are decoded (not composites); ``None`` means "not on the board"
+    (``old`` is also ``None`` when a RETRACT removed a value it never read).
+    """
+
+    window_id: str
+    player_id: str
+    old: int | None
+    new: int | None
+
+
 @dataclass
 class GroupWrite:
     """One board group's share of a batch: applied atomically (one MULTI/EXEC)."""
@@ -152,6 +166,8 @@ class GroupWrite:
     #: writes (or someone else wrote), and the plan's values are stale.
     expected: int = -1
     stats: dict[str, int] = field(default_factory=dict)
+    #: What changed, appended to the group's change stream in the same atomic write.
+    changes: list[Change] = field(default_factory=list)
 
 
 @dataclass
@@ -427,6 +443,7 @@ class BoardPlanner:
                 else:
                     write.zadd.setdefault(board_key, {})[player] = value
             plan.cache_updates[(tag, player)] = {w: v for w, v in mine.items() if v != _UNKNOWN}
+        write.changes = group_changes(group.records[0].game, initial, working)
         last = fresh[-1].offset
         write.watermark = (field_name, last)
         plan.watermark_updates[wm_key] = last
@@ -513,6 +530,38 @@ class BoardPlanner:
                 expire_at_s=None if expire_ms is None else -(-expire_ms // 1000),
             )
         return board
+
+
+def group_changes(
+    game: GameConfig,
+    initial: dict[str, dict[str, int | None]],
+    working: dict[str, dict[str, int | None]],
+) -> list[Change]:
+    """The members whose value a group write changes, with decoded scores.
+
+    Kept apart from the fold so live pushes add no work to its hot loop: it
+    walks the same before/after values the zadd/zrem lists come from, once.
+    """
+    slots: dict[str, int] = {}
+    out: list[Change] = []
+    for player, mine in working.items():
+        before = initial[player]
+        for window_id, value in mine.items():
+            old = before.get(window_id, _UNKNOWN)
+            if value == old and window_id in before:
+                continue
+            size = slots.get(window_id)
+            if size is None:
+                size = slots[window_id] = game.codec(window_from_id(window_id)).slots
+            out.append(
+                Change(
+                    window_id,
+                    player,
+                    None if old is None or old == _UNKNOWN else old // size,
+                    None if value is None else value // size,
+                )
+            )
+    return out
 
 
 def _seen_within(

@@ -320,18 +320,36 @@ class BoardReader:
         follows. A cursor and a non-zero offset together are refused: they would
         name two different starting points.
         """
-        _check_int("limit", limit, 1, MAX_LIMIT)
-        _check_int("offset", offset, 0, None)
-        after = None
-        if cursor is not None:
-            after = Cursor.decode(cursor)
-            if offset:
-                raise QueryError("give either cursor or offset, not both")
-            board = self._cursor_board(game_id, window_spec, after, now_ms)
+        board, after = self.top_plan(game_id, window_spec, limit, offset, cursor, now_ms=now_ms)
+        if after is not None:
             members, first_rank = self._page_after(board, after.position, limit + 1)
         else:
-            board = self.board(game_id, window_spec, now_ms)
             members, first_rank = self._page_at(board, offset, limit + 1)
+        return self.top_answer(board, members, first_rank, limit)
+
+    def top_plan(
+        self,
+        game_id: str,
+        window_spec: str,
+        limit: int,
+        offset: int,
+        cursor: str | None,
+        *,
+        now_ms: int,
+    ) -> tuple[Board, Cursor | None]:
+        """Validate a ``top`` request (no I/O): its board, and the decoded cursor if any."""
+        _check_int("limit", limit, 1, MAX_LIMIT)
+        _check_int("offset", offset, 0, None)
+        if cursor is None:
+            return self.board(game_id, window_spec, now_ms), None
+        after = Cursor.decode(cursor)
+        if offset:
+            raise QueryError("give either cursor or offset, not both")
+        return self._cursor_board(game_id, window_spec, after, now_ms), after
+
+    @staticmethod
+    def top_answer(board: Board, members: list[Member], first_rank: int, limit: int) -> TopPage:
+        """The page from up to ``limit + 1`` members read (the extra one says more follow)."""
         page = members[:limit]
         next_cursor = None
         if len(members) > limit:
@@ -411,6 +429,18 @@ class BoardReader:
         """
         check_player_id(player_id)
         board = self.board(game_id, window_spec, now_ms)
+        found = (self._rank_sharded if board.sharded else self._rank_single)(board, player_id)
+        return self.rank_answer(board, player_id, found, now_ms=now_ms)
+
+    def rank_answer(
+        self,
+        board: Board,
+        player_id: str,
+        found: tuple[int, int, int, int] | None,
+        *,
+        now_ms: int,
+    ) -> RankAnswer:
+        """The answer from ``(rank, composite, lower, total)``; past the tier, reads a sketch."""
         answer: RankAnswer = {
             "window": board.window.id,
             "playerId": player_id,
@@ -418,7 +448,6 @@ class BoardReader:
             "score": None,
             "percentile": None,
         }
-        found = (self._rank_sharded if board.sharded else self._rank_single)(board, player_id)
         if found is not None:
             rank, composite, lower, total = found
             score = board.codec.split(composite)[0]
@@ -450,6 +479,11 @@ class BoardReader:
 
     def _rank_single(self, board: Board, player_id: str) -> tuple[int, int, int, int] | None:
         reply = call(self._client.eval, RANK_SCRIPT, 1, board.keys[0], player_id, board.codec.slots)
+        return self.parse_rank_reply(reply)
+
+    @staticmethod
+    def parse_rank_reply(reply: Sequence[Any]) -> tuple[int, int, int, int] | None:
+        """``(rank, composite, lower, total)`` from RANK_SCRIPT's reply; None without a score."""
         rank0, raw, total, lower = reply
         if raw is None:
             return None
@@ -497,13 +531,26 @@ class BoardReader:
         self, game_id: str, player_id: str, window_spec: str, k: int = 5, *, now_ms: int
     ) -> AroundAnswer:
         """The ``k`` players right above and right below a player (fewer at the edges)."""
-        check_player_id(player_id)
-        _check_int("k", k, 0, MAX_K)
-        board = self.board(game_id, window_spec, now_ms)
-        answer: AroundAnswer = {"window": board.window.id, "above": [], "player": None, "below": []}
+        board = self.around_plan(game_id, player_id, window_spec, k, now_ms=now_ms)
         found = (self._around_sharded if board.sharded else self._around_single)(
             board, player_id, k
         )
+        return self.around_answer(board, found)
+
+    def around_plan(
+        self, game_id: str, player_id: str, window_spec: str, k: int, *, now_ms: int
+    ) -> Board:
+        """Validate an ``around`` request (no I/O); its board."""
+        check_player_id(player_id)
+        _check_int("k", k, 0, MAX_K)
+        return self.board(game_id, window_spec, now_ms)
+
+    @staticmethod
+    def around_answer(
+        board: Board, found: tuple[int, list[Member], Member, list[Member]] | None
+    ) -> AroundAnswer:
+        """The answer from ``(rank, above, player, below)`` (None: the player has no score)."""
+        answer: AroundAnswer = {"window": board.window.id, "above": [], "player": None, "below": []}
         if found is not None:
             rank, above, me, below = found
             tier = board.config.exact_tier
@@ -516,6 +563,13 @@ class BoardReader:
         self, board: Board, player_id: str, k: int
     ) -> tuple[int, list[Member], Member, list[Member]] | None:
         reply = call(self._client.eval, AROUND_SCRIPT, 1, board.keys[0], player_id, k)
+        return self.parse_around_reply(reply, k)
+
+    @staticmethod
+    def parse_around_reply(
+        reply: Sequence[Any] | None, k: int
+    ) -> tuple[int, list[Member], Member, list[Member]] | None:
+        """``(rank, above, player, below)`` from AROUND_SCRIPT's reply; None without a score."""
         if reply is None:
             return None
         rank0, flat = int(reply[0]), reply[1]

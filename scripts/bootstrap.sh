@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a fresh machine of this kind, idempotently:
-# Debian's redis-server/redis-tools, a JRE and Maven (for the Kafka broker), and
-# the Python virtualenv at .venv with the pinned dependencies.
+# Debian's redis-server/redis-tools, a JRE and Maven (for the Kafka broker),
+# chromium and chromium-driver (the live page's browser test), wrk (the HTTP
+# benchmark), and the Python virtualenv at .venv with the pinned dependencies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +12,9 @@ command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v java >/dev/null || need+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || need+=(maven)
 command -v curl >/dev/null || need+=(curl)  # the HTTP examples of docs/API.md, run by the tests
+command -v chromium >/dev/null || need+=(chromium)
+command -v chromedriver >/dev/null || need+=(chromium-driver)
+command -v wrk >/dev/null || need+=(wrk)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing system packages: ${need[*]} (install them with apt-get as root)" >&2

@@ -18,6 +18,11 @@ then fail loudly (:class:`~domain.errors.RetryBudgetExceeded`). Re-sending a
 write that Redis had in fact applied before the connection dropped is a
 no-op thanks to the watermark guard, so waiting never doubles an effect;
 while it waits the worker reads nothing more (backpressure, not loss).
+
+Live pushes: the same Lua call appends what it changed (window, player, old
+and new score, new rank) as one entry to the group's capped change stream
+(``domain.keys.GroupKeys.changes``), so a subscriber sees exactly the writes
+that happened, in order, and never one that was rolled back.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from domain.healing import (
     progress_fields,
     resume_offset,
 )
-from domain.keys import GroupKeys, progress_key, tag_of, watermark_field
+from domain.keys import CHANGES_MAXLEN, GroupKeys, progress_key, tag_of, watermark_field
 from domain.planner import BoardPlanner, GroupWrite, LookupResults, Lookups, WritePlan
 from domain.records import CheckedBatch
 from domain.rewinds import Rewinds
@@ -116,6 +121,18 @@ for _ = 1, tonumber(take()) do            -- stats: name, increment
   local name = take(); local by = tonumber(take())
   if by ~= 0 then redis.call('HINCRBY', KEYS[2], name, by) end
 end
+local nc = tonumber(take())  -- changes: n, stream, maxlen, (board, window, player, old, new)*
+if nc > 0 then
+  local stream = KEYS[tonumber(take())]; local cap = take(); local out = {}
+  for c = 1, nc do
+    local board = KEYS[tonumber(take())]
+    local change = {w = take(), p = take(), o = take(), n = take()}
+    local r = change.n ~= '' and redis.call('ZREVRANK', board, change.p)
+    change.r = r and r + 1 or ''
+    out[c] = change
+  end
+  redis.call('XADD', stream, 'MAXLEN', '~', cap, '*', 'c', cjson.encode(out))
+end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 1
 """
@@ -162,7 +179,18 @@ def _encode(write: GroupWrite) -> tuple[list[str], list[Any]]:
     args.append(len(write.stats))
     for name, by in write.stats.items():
         args += [name, by]
+    args.append(len(write.changes))
+    if write.changes:
+        args += [key_index(write.keys.changes), CHANGES_MAXLEN]
+        for change in write.changes:
+            args += [key_index(write.keys.board(change.window_id)), change.window_id]
+            args += [change.player_id, _text(change.old), _text(change.new)]
     return keys, args
+
+
+def _text(score: int | None) -> str:
+    """A score for the change stream: decimal text (exact past 2**53), '' for absent."""
+    return "" if score is None else str(score)
 
 
 class RedisBoardStore:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
 from types import TracebackType
@@ -44,6 +44,9 @@ THROUGHPUT_CONFIG: Mapping[str, str] = {
     "queue.buffering.max.messages": "500000",
     "queue.buffering.max.kbytes": "1048576",
 }
+
+#: Told one record's outcome: ``None`` once acknowledged, else the error's name and text.
+DeliveryReport = Callable[[str | None], None]
 
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _POLL_EVERY = 1024  # serve delivery reports this often (they also free queue space)
@@ -137,27 +140,35 @@ class ScoreProducer:
 
     # -- producing ------------------------------------------------------------
 
-    def produce_record(self, key: bytes, value: bytes, timestamp_ms: int | None = None) -> None:
+    def produce_record(
+        self,
+        key: bytes,
+        value: bytes,
+        timestamp_ms: int | None = None,
+        on_delivery: DeliveryReport | None = None,
+    ) -> None:
         """Queue one record; ``timestamp_ms`` None lets Kafka stamp it (CreateTime = now).
 
         A full local queue is not an error: the call serves delivery reports
         (which frees space) and retries, so a producer faster than the broker
         is throttled rather than failed. Records that finally fail are counted
-        and surface in :meth:`flush`.
+        and surface in :meth:`flush`. ``on_delivery`` is also told this
+        record's outcome (``None`` or the error), from whichever thread polls.
         """
         if self._fatal is not None:
             raise ServiceError(f"Kafka producer for {self.topic!r} is unusable: {self._fatal}")
         producer = self._producer
+        report = self._on_delivery if on_delivery is None else self._reporting(on_delivery)
         while True:
             try:
                 if timestamp_ms is None:
-                    producer.produce(self.topic, value, key, on_delivery=self._on_delivery)
+                    producer.produce(self.topic, value, key, on_delivery=report)
                 else:
                     producer.produce(
                         self.topic,
                         value,
                         key,
-                        on_delivery=self._on_delivery,
+                        on_delivery=report,
                         timestamp=timestamp_ms,
                     )
                 break
@@ -175,9 +186,12 @@ class ScoreProducer:
         codec: ScoreEventCodec,
         timestamp_ms: int | None = None,
         schema_id: int = 1,
+        on_delivery: DeliveryReport | None = None,
     ) -> None:
         """Encode and queue one event, keyed by its playerId (one player, one partition)."""
-        self.produce_record(event.player_id.encode(), codec.encode(event, schema_id), timestamp_ms)
+        self.produce_record(
+            event.player_id.encode(), codec.encode(event, schema_id), timestamp_ms, on_delivery
+        )
 
     def poll(self, timeout_s: float = 0.0) -> None:
         """Serve delivery reports, waiting up to ``timeout_s`` (also a polite way to pace)."""
@@ -224,6 +238,13 @@ class ScoreProducer:
         self._failed += 1
         if self._first_failure is None:
             self._first_failure = f"{error.name()}: {error.str()}"
+
+    def _reporting(self, also: DeliveryReport) -> Callable[[KafkaError | None, Message], None]:
+        def report(error: KafkaError | None, message: Message) -> None:
+            self._on_delivery(error, message)
+            also(None if error is None else f"{error.name()}: {error.str()}")
+
+        return report
 
     def _on_error(self, error: KafkaError) -> None:
         # Transient errors (a broker restarting) are retried by librdkafka; a

@@ -1,20 +1,21 @@
-"""The HTTP API over a real socket, against real Redis and a real Kafka topic.
+"""The HTTP API (FastAPI under uvicorn) over a real socket, real Redis, a real Kafka topic.
 
 The server runs in a thread on a free loopback port; requests go through
-``urllib``. Reads must give exactly the Python API's answers; a signed score
-must come out of the test's own topic as a record the job would accept.
+``urllib``. These tests pin the public contract of docs/API.md: URLs, JSON
+shapes and error codes. Reads must give exactly the Python API's answers; a
+signed score must come out of the test's own topic as a record the job would
+accept, and only once Kafka acknowledged it.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import socket
-import threading
 import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -22,14 +23,13 @@ from urllib.parse import quote
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from api.http import Api, ApiServer, ScoreIntake, make_server
 from domain.events import EventKind
 from domain.games import GameCatalog
+from domain.planner import shard_of
 from domain.signing import Verdict, canonical, parse_keyring, sign, verify
 from readers.boards import BoardReader
-from readers.friends import FriendsReader
 from schemas.codec import ScoreEventCodec
-from sources.producer import ScoreProducer
+from tests.integration.api_server import api_settings, running_api
 
 pytestmark = pytest.mark.integration
 
@@ -78,34 +78,16 @@ def catalog() -> GameCatalog:
 
 @pytest.fixture
 def server(
-    redis_client: Any, namespace: str, catalog: GameCatalog, kafka_bootstrap: str, topic: str
-) -> Iterator[ApiServer]:
-    intake = ScoreIntake(
-        KEYRING,
-        catalog,
-        ScoreEventCodec.from_registry(),
-        lambda: ScoreProducer(kafka_bootstrap, topic),
-    )
-    api = Api(
-        BoardReader(redis_client, catalog, namespace),
-        FriendsReader(redis_client, catalog, namespace, rng=random.Random(1)),
-        intake,
-        clock=lambda: NOW_MS,
-        ping=redis_client.ping,
-    )
-    srv = make_server(api, port=0, quiet=True)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
-    api.close()
-    thread.join(timeout=10)
+    redis_url: str, namespace: str, catalog: GameCatalog, kafka_bootstrap: str, topic: str
+) -> Iterator[str]:
+    settings = api_settings(kafka_bootstrap, redis_url, topic, namespace, KEYS)
+    with running_api(settings, catalog=catalog, clock=lambda: NOW_MS, max_body=16 * 1024) as url:
+        yield url
 
 
 @pytest.fixture
-def http(server: ApiServer) -> Client:
-    return Client(server.url)
+def http(server: str) -> Client:
+    return Client(server)
 
 
 def _seed(client: Any, namespace: str) -> None:
@@ -113,9 +95,8 @@ def _seed(client: Any, namespace: str) -> None:
     client.zadd(f"{namespace}:{{g}}:alltime", board)
 
 
-def test_binds_loopback_by_default(server: ApiServer) -> None:
-    assert server.server_address[0] == "127.0.0.1"
-    assert server.url.startswith("http://127.0.0.1:")
+def test_binds_loopback_by_default(server: str) -> None:
+    assert server.startswith("http://127.0.0.1:")
 
 
 def test_reads_give_the_python_api_answers(
@@ -143,6 +124,24 @@ def test_reads_give_the_python_api_answers(
     assert status == 200
     assert around == reader.around("g", "p8", "alltime", 2, now_ms=NOW_MS)
     assert len(around["above"]) == 2 and len(around["below"]) == 2
+
+    # A sharded game (its own path in the async reader) answers like the Python API too.
+    for i in range(30):
+        player = f"s{i}"
+        shard = shard_of(player, 2)
+        redis_client.zadd(f"{namespace}:{{sh/{shard}}}:alltime", {player: (i % 9) * SLOTS + i})
+    for path, expected in [
+        (
+            "/v1/leaderboards/sh/top?limit=5&offset=2",
+            reader.top("sh", "alltime", 5, 2, now_ms=NOW_MS),
+        ),
+        ("/v1/leaderboards/sh/players/s7", reader.rank("sh", "s7", "alltime", now_ms=NOW_MS)),
+        (
+            "/v1/leaderboards/sh/players/s7/neighbors?k=3",
+            reader.around("sh", "s7", "alltime", 3, now_ms=NOW_MS),
+        ),
+    ]:
+        assert http.get(path)[2] == expected, path
 
     # "daily" is resolved with the server's clock (fixed here): empty board, no error.
     status, _, daily = http.get("/v1/leaderboards/g/top?window=daily")
@@ -199,6 +198,11 @@ def test_error_statuses(http: Client, redis_client: Any, namespace: str) -> None
         ("GET", "/v1/leaderboards/g/players/%ff", 400, "BAD_REQUEST"),
         ("DELETE", "/v1/leaderboards/g/top", 405, "METHOD_NOT_ALLOWED"),
         ("GET", "/v1/scores", 405, "METHOD_NOT_ALLOWED"),
+        # A misspelt parameter is refused, never read as the default board.
+        ("GET", "/v1/leaderboards/g/top?windw=weekly", 400, "BAD_REQUEST"),
+        ("GET", "/v1/leaderboards/g/players/p1?limit=3", 400, "BAD_REQUEST"),
+        ("GET", "/v1/leaderboards/g/players/p1/friends?x=1", 400, "BAD_REQUEST"),
+        ("PUT", "/v1/leaderboards/g/players/p1/friends/p2?force=1", 400, "BAD_REQUEST"),
     ]
     for method, path, status, code in cases:
         got, headers, doc = http.call(method, path)
@@ -207,6 +211,10 @@ def test_error_statuses(http: Client, redis_client: Any, namespace: str) -> None
         assert headers["Content-Type"].startswith("application/json")
     _, headers, _ = http.call("DELETE", "/v1/leaderboards/g/top")
     assert headers["Allow"] == "GET"
+    _, headers, _ = http.call("POST", "/v1/leaderboards/g/players/p8/friends/p1")
+    assert headers["Allow"] == "DELETE, PUT"
+    _, _, doc = http.get("/v1/leaderboards/g/top?windw=weekly")
+    assert "'windw'" in doc["error"]["message"]
 
     status, _, doc = http.call("POST", "/v1/scores", b"x" * 20_000)
     assert (status, doc["error"]["code"]) == (413, "PAYLOAD_TOO_LARGE")
@@ -228,6 +236,9 @@ def test_openapi_document_describes_every_route(http: Client) -> None:
         "put",
         "delete",
     }
+    # Generated from the code's models; it names no fixed server (the old one said :8080).
+    assert "8080" not in json.dumps(doc.get("servers", []))
+    assert doc["paths"]["/v1/leaderboards/{gameId}/top"]["get"]["parameters"]
     # Every $ref resolves.
     text = json.dumps(doc)
     for ref in {part.split('"')[0] for part in text.split('"$ref": "#/')[1:]}:
@@ -236,6 +247,16 @@ def test_openapi_document_describes_every_route(http: Client) -> None:
             node = node[step]
     status, _, health = http.get("/healthz")
     assert (status, health) == (200, {"status": "ok"})
+
+
+def test_interactive_docs_are_served_from_local_assets(http: Client) -> None:
+    with urllib.request.urlopen(http.base + "/docs", timeout=30) as response:
+        page = response.read().decode()
+    assert "/docs-assets/swagger-ui-bundle.js" in page and "/openapi.json" in page
+    assert "cdn" not in page.lower()
+    for asset in ("swagger-ui-bundle.js", "swagger-ui.css"):
+        with urllib.request.urlopen(f"{http.base}/docs-assets/{asset}", timeout=30) as response:
+            assert response.status == 200 and len(response.read()) > 10_000
 
 
 # --- score intake ------------------------------------------------------------------------
@@ -348,9 +369,9 @@ def test_signed_scores_are_produced_and_bad_ones_refused(
     assert canonical(bob.event_id, "g", "bob", 7, NOW_MS, EventKind.RETRACT).startswith(b"v1|api-")
 
 
-def test_a_raw_socket_request_without_length_is_refused(server: ApiServer) -> None:
-    host, port = server.server_address[:2]
-    with socket.create_connection((str(host), port), timeout=10) as sock:
+def test_a_raw_socket_request_without_length_is_refused(server: str) -> None:
+    host, port = server.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.sendall(
             b"POST /v1/scores HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
             b"5\r\nhello\r\n0\r\n\r\n"
@@ -361,3 +382,35 @@ def test_a_raw_socket_request_without_length_is_refused(server: ApiServer) -> No
         reply = b"".join(chunks).decode()
     assert reply.startswith("HTTP/1.1 411")
     assert '"LENGTH_REQUIRED"' in reply
+
+
+def test_batches_and_concurrent_requests_are_all_acknowledged(
+    http: Client, kafka_bootstrap: str, topic: str
+) -> None:
+    batch = [_signed(event_id=f"b-{i}", playerId=f"p{i}", score=i) for i in range(5)]
+    status, _, doc = http.post_json("/v1/scores", batch)
+    assert (status, doc) == (202, {"eventIds": [f"b-{i}" for i in range(5)]})
+
+    # One bad event refuses the whole batch, before anything is produced.
+    status, _, doc = http.post_json("/v1/scores", [*batch[:2], batch[2] | {"score": 9}])
+    assert (status, doc["error"]["code"]) == (401, "SIGNATURE")
+    status, _, doc = http.post_json("/v1/scores", [*batch[:2], batch[2] | {"extra": 1}])
+    assert (status, doc["error"]["code"]) == (400, "INVALID_BODY")
+    assert "2.extra" in doc["error"]["message"]
+    status, _, doc = http.post_json("/v1/scores", [])
+    assert (status, doc["error"]["code"]) == (400, "INVALID_BODY")
+
+    # Many clients at once share the one producer; each answer waits for its ack.
+    def post(i: int) -> tuple[int, Any]:
+        status, _, doc = http.post_json("/v1/scores", _signed(event_id=f"c-{i}", score=i))
+        return status, doc
+
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(post, range(64)))
+    assert answers == [(202, {"eventId": f"c-{i}"}) for i in range(64)]
+
+    ids = sorted(
+        ScoreEventCodec.from_registry().decode(m.value()).event_id
+        for m in _consume(kafka_bootstrap, topic, 69)
+    )
+    assert ids == sorted([f"b-{i}" for i in range(5)] + [f"c-{i}" for i in range(64)])

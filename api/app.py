@@ -1,0 +1,195 @@
+"""The ASGI application: routes, live pushes, docs and the live page, wired from the settings.
+
+Clients are made once, in the app's lifespan, and shared through
+``app.state``: a synchronous Redis client for the readers (run in the thread
+pool), an asyncio one (``redis.asyncio``, standalone or cluster) for the
+change-stream hub and the health check, and the Kafka producer, made on the
+first ``POST``. ``/openapi.json`` is generated from the routes' models and
+names no server (clients use the address they reached it at); ``/docs`` serves
+Swagger UI 5 (which renders OpenAPI 3.1) from the assets the ``fastapi-offline``
+package ships, so no CDN is needed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from api import push, routes
+from api.errors import error_response, install_error_handlers
+from api.intake import ACK_TIMEOUT_S, INTAKE_LINGER_MS, AckingProducer, ScoreIntake
+from api.live import ChangeHub, SharedReads
+from config.clients import async_redis_client, game_catalog
+from config.settings import Settings
+from domain.errors import ConfigError
+from domain.games import GameCatalog
+from domain.signing import parse_keyring
+from readers import redis_client
+from readers.async_boards import AsyncBoardReader
+from readers.boards import BoardReader
+from readers.friends import FriendsReader
+from schemas.codec import ScoreEventCodec
+from sources.producer import ScoreProducer
+
+API_VERSION = "2.0.0"
+#: Largest request body accepted: a batch of 1,000 events is ~300 KB of JSON.
+MAX_BODY_BYTES = 512 * 1024
+STATIC = Path(__file__).with_name("static")
+
+
+def docs_assets() -> Path:
+    """Swagger UI's script, stylesheet and icon, as the fastapi-offline package ships them."""
+    spec = importlib.util.find_spec("fastapi_offline")
+    if spec is None or spec.origin is None:
+        raise ConfigError("fastapi-offline is not installed (run scripts/bootstrap.sh)")
+    return Path(spec.origin).parent / "static"
+
+
+def wall_clock_ms() -> int:
+    """Epoch milliseconds: the clock a request reads once."""
+    return time.time_ns() // 1_000_000
+
+
+class RawPathRouting:
+    """Route on the percent-encoded path, so ``%2F`` inside an id stays inside it.
+
+    The server decodes ``/players/a%2Fb`` to ``/players/a/b``, which would
+    match no route; with the raw path the route sees ``a%2Fb`` and
+    :mod:`api.routes` decodes each segment strictly (bad UTF-8 is a 400).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = scope.get("raw_path")
+        if scope["type"] in ("http", "websocket") and raw:
+            scope = {**scope, "path": raw.decode("latin-1")}
+        await self.app(scope, receive, send)
+
+
+class BodyLimits:
+    """Refuse a chunked body (411) or one above ``max_body`` (413) before reading it."""
+
+    def __init__(self, app: ASGIApp, max_body: int) -> None:
+        self.app = app
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])
+            length = headers.get(b"content-length", b"").strip()
+            refusal = None
+            if b"transfer-encoding" in headers:
+                refusal = (
+                    HTTPStatus.LENGTH_REQUIRED,
+                    "LENGTH_REQUIRED",
+                    "send the body with a Content-Length",
+                )
+            elif length and not length.isdigit():
+                refusal = (HTTPStatus.BAD_REQUEST, "BAD_REQUEST", "bad Content-Length")
+            elif length and int(length) > self.max_body:
+                refusal = (
+                    HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                    "PAYLOAD_TOO_LARGE",
+                    f"the body may be at most {self.max_body} bytes",
+                )
+            if refusal is not None:
+                # The body is not read: close the connection rather than drain it.
+                response = error_response(*refusal, {"Connection": "close"})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    catalog: GameCatalog | None = None,
+    clock: Callable[[], int] = wall_clock_ms,
+    max_body: int = MAX_BODY_BYTES,
+) -> Any:
+    """The whole HTTP API of one deployment (an ASGI app for uvicorn).
+
+    Readers use ``LB_REDIS_URL``, ``LB_NAMESPACE`` and the ``LB_GAMES`` catalog
+    (or ``catalog``); intake verifies with ``LB_HMAC_KEYS`` and produces to
+    ``LB_TOPIC``. ``clock`` (epoch ms) decides which daily/weekly board is
+    current; tests pass a fixed one.
+    """
+    games = catalog if catalog is not None else game_catalog(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        sync_client = redis_client(settings)
+        async_client = async_redis_client(settings)
+        producer = AckingProducer(
+            lambda: ScoreProducer(
+                settings.kafka_bootstrap,
+                settings.topic,
+                {"linger.ms": INTAKE_LINGER_MS, **settings.kafka_extra},
+            ),
+            ACK_TIMEOUT_S,
+        )
+        state = app.state
+        state.clock = clock
+        state.boards = BoardReader(sync_client, games, settings.namespace)
+        state.async_boards = AsyncBoardReader(state.boards, async_client)
+        state.friends = FriendsReader(sync_client, games, settings.namespace)
+        state.intake = ScoreIntake(
+            parse_keyring(settings.hmac_keys.reveal()),
+            games,
+            ScoreEventCodec.from_registry(),
+            producer,
+        )
+        state.async_redis = async_client
+        state.hub = ChangeHub(async_client)
+        state.shared_reads = SharedReads(state.hub, state.async_boards)
+        try:
+            yield
+        finally:
+            await state.hub.close()
+            state.intake.close()
+            await async_client.aclose()
+            sync_client.close()
+
+    app = FastAPI(
+        title="Real-time leaderboard API",
+        version=API_VERSION,
+        description="Reads of the Redis leaderboards, live pushes and signed score intake; "
+        'see docs/API.md. Every error is {"error": {"code", "message"}}.',
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    install_error_handlers(app, [routes.router, push.router])
+    app.include_router(routes.router)
+    app.include_router(push.router)
+    app.mount("/docs-assets", StaticFiles(directory=docs_assets()), name="docs-assets")
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="Real-time leaderboard API",
+            swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs-assets/swagger-ui.css",
+            swagger_favicon_url="/docs-assets/favicon.png",
+        )
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    return BodyLimits(RawPathRouting(app), max_body)

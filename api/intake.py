@@ -1,0 +1,181 @@
+"""Signed score intake: verify like the job will, produce, answer once Kafka acknowledged.
+
+The signature is verified before any other rule (as the job does), so the
+answers distinguish "not yours to send" (401) from "yours but invalid" (400).
+The record the job later reads is exactly what the game server signed: same
+eventId, same signature, Avro-encoded with ``schemas.codec``, keyed by playerId.
+
+``eventId`` may be omitted. The client then signs the canonical string with an
+empty eventId; the intake derives the id from the signed content (``api-`` +
+32 hex digits of its SHA-256, so a retried request gets the same id and is
+deduplicated by the job) and re-signs the record with the same key.
+
+Delivery: 202 only after Kafka acknowledged every record of the request
+(acks=all, idempotent producer); a failure answers 503 and the client retries
+(idempotent thanks to the eventId). Concurrent requests share one producer
+without a lock: each record carries its own delivery callback, which settles
+an asyncio future from the producer's poll thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import threading
+from collections.abc import Callable, Sequence
+from http import HTTPStatus
+
+from api.errors import ApiError, invalid_body
+from api.models import ScoreEventIn
+from domain.errors import ServiceError
+from domain.events import EventKind, ScoreEvent
+from domain.games import GameCatalog, valid_game_id
+from domain.signing import Keyring, Verdict, canonical, sign, verify
+from schemas.codec import ScoreEventCodec
+from sources.producer import ScoreProducer
+
+#: How long a request waits for Kafka to acknowledge its records.
+ACK_TIMEOUT_S = 10.0
+#: The producer waits this long to batch records of concurrent requests.
+INTAKE_LINGER_MS = "1"
+_POLL_S = 0.05
+
+
+class AckingProducer:
+    """One Kafka producer shared by every request; :meth:`send` resolves on acknowledgement.
+
+    librdkafka is thread-safe: requests produce from the event loop while a
+    daemon thread polls delivery reports, each of which settles its request's
+    future through ``call_soon_threadsafe``. The producer is made on first
+    use (Kafka is contacted only by the first ``POST``) and made afresh after
+    a fatal error.
+    """
+
+    def __init__(self, factory: Callable[[], ScoreProducer], timeout_s: float) -> None:
+        self._factory = factory
+        self._timeout_s = timeout_s
+        self._producer: ScoreProducer | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _current(self) -> ScoreProducer:
+        if self._producer is None:
+            self._producer = self._factory()
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self._poll, args=(self._producer,), name="kafka-acks", daemon=True
+            )
+            self._thread.start()
+        return self._producer
+
+    def _poll(self, producer: ScoreProducer) -> None:
+        while not self._stop.is_set():
+            producer.poll(_POLL_S)
+
+    async def send(self, events: Sequence[ScoreEvent], codec: ScoreEventCodec) -> None:
+        """Produce ``events`` and wait until Kafka acknowledged all of them."""
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[str | None]] = []
+
+        def settle(future: asyncio.Future[str | None], outcome: str | None) -> None:
+            if not future.done():
+                future.set_result(outcome)
+
+        def callback(future: asyncio.Future[str | None]) -> Callable[[str | None], None]:
+            def report(outcome: str | None) -> None:
+                loop.call_soon_threadsafe(settle, future, outcome)
+
+            return report
+
+        try:
+            producer = self._current()
+            for event in events:
+                future: asyncio.Future[str | None] = loop.create_future()
+                producer.produce_event(event, codec, on_delivery=callback(future))
+                futures.append(future)
+        except ServiceError:
+            self.close(flush_s=0)  # a fatal producer: start afresh next time
+            raise
+        try:
+            outcomes = await asyncio.wait_for(asyncio.gather(*futures), self._timeout_s)
+        except TimeoutError as exc:
+            raise ServiceError(
+                f"Kafka did not acknowledge within {self._timeout_s:g} s; retry the request"
+            ) from exc
+        failed = next((outcome for outcome in outcomes if outcome is not None), None)
+        if failed is not None:
+            raise ServiceError(f"Kafka refused the record: {failed}; retry the request")
+
+    def close(self, flush_s: float = 10.0) -> None:
+        """Stop polling and deliver what is still queued (up to ``flush_s``)."""
+        producer, self._producer = self._producer, None
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        if producer is not None and flush_s > 0:
+            # A failure here was already answered 503 to the requests concerned.
+            with contextlib.suppress(ServiceError):
+                producer.flush(flush_s)
+
+
+class ScoreIntake:
+    """Checks signed events and hands them to the shared :class:`AckingProducer`."""
+
+    def __init__(
+        self,
+        keyring: Keyring,
+        catalog: GameCatalog,
+        codec: ScoreEventCodec,
+        producer: AckingProducer,
+    ) -> None:
+        self._keyring = keyring
+        self._catalog = catalog
+        self._codec = codec
+        self._producer = producer
+
+    def check(self, body: ScoreEventIn) -> ScoreEvent:
+        """The event in a validated body, signed as the job will verify it; ApiError if not."""
+        kind = EventKind(body.kind)
+        claimed = ScoreEvent(
+            body.eventId or "",
+            body.gameId,
+            body.playerId,
+            body.score,
+            body.timestamp,
+            kind,
+            body.keyId,
+            bytes.fromhex(body.sig),
+        )
+        verdict = verify(self._keyring, claimed)
+        if verdict is Verdict.UNKNOWN_KEY:
+            raise ApiError(HTTPStatus.UNAUTHORIZED, "UNKNOWN_KEY", f"unknown keyId {body.keyId!r}")
+        if verdict is not Verdict.OK:
+            raise ApiError(
+                HTTPStatus.UNAUTHORIZED, "SIGNATURE", "the signature does not match the event"
+            )
+        if not valid_game_id(body.gameId):
+            raise invalid_body("gameId must be 1..64 of A-Z a-z 0-9 . _ -")
+        game = self._catalog.lookup(body.gameId)
+        if game is None:
+            raise ApiError(HTTPStatus.BAD_REQUEST, "UNKNOWN_GAME", f"unknown game {body.gameId!r}")
+        if kind is EventKind.SCORE and body.score > game.max_score:
+            raise ApiError(
+                HTTPStatus.BAD_REQUEST, "BOUNDS", f"score {body.score} is above {game.max_score}"
+            )
+        if body.eventId is not None:
+            return claimed
+        fields = (body.gameId, body.playerId, body.score, body.timestamp, kind)
+        derived = f"api-{hashlib.sha256(canonical('', *fields)).hexdigest()[:32]}"
+        resigned = sign(self._keyring, body.keyId, derived, *fields)
+        return ScoreEvent(derived, *fields, body.keyId, resigned)
+
+    async def submit(self, bodies: Sequence[ScoreEventIn]) -> list[str]:
+        """Check every event (all or nothing), produce them, wait for Kafka; their ids."""
+        events = [self.check(body) for body in bodies]
+        await self._producer.send(events, self._codec)
+        return [event.event_id for event in events]
+
+    def close(self) -> None:
+        self._producer.close()

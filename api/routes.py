@@ -1,0 +1,249 @@
+"""The request/response routes: board reads, friends, score intake, health.
+
+Reads call the same readers as the Python API and the CLI (``readers/``), so
+the answers are the same documents: ``top``, ``rank`` and ``around`` on the
+asyncio client (:mod:`readers.async_boards`), the friends routes as synchronous
+handlers in FastAPI's thread pool. Answers the readers built are returned as
+they are (the response models document them; re-validating every page would
+only cost time). Each
+request reads the clock once (``window=weekly`` means the week of that
+instant). Path segments arrive still percent-encoded (:mod:`api.app` routes on
+the raw path, so an id may contain ``/``) and are decoded here, strictly.
+"""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Annotated, Any
+from urllib.parse import unquote
+
+from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
+from fastapi.responses import JSONResponse
+
+from api.errors import ApiError
+from api.intake import ScoreIntake
+from api.models import (
+    Accepted,
+    AcceptedBatch,
+    FriendAdded,
+    FriendRemoved,
+    Friends,
+    FriendsBoard,
+    FriendsBoardQuery,
+    Health,
+    Neighbors,
+    NeighborsQuery,
+    NoQuery,
+    Rank,
+    ScoreEventIn,
+    ScoreSubmission,
+    TopPage,
+    TopQuery,
+    WindowQuery,
+    errors,
+)
+from domain.errors import QueryError
+from readers.async_boards import AsyncBoardReader
+from readers.friends import FriendsReader
+
+router = APIRouter()
+
+
+def _segment(raw: str, what: str) -> str:
+    try:
+        return unquote(raw, errors="strict")
+    except UnicodeDecodeError:
+        raise QueryError(f"{what} in the path is not valid UTF-8 once percent-decoded") from None
+
+
+async def _game(gameId: Annotated[str, Path(description="game id ([A-Za-z0-9._-]{1,64})")]) -> str:
+    return _segment(gameId, "gameId")
+
+
+async def _player(
+    playerId: Annotated[str, Path(description="player id (1..128 characters)")],
+) -> str:
+    return _segment(playerId, "playerId")
+
+
+async def _friend(friendId: Annotated[str, Path(description="the friend's player id")]) -> str:
+    return _segment(friendId, "friendId")
+
+
+async def _boards(request: Request) -> AsyncBoardReader:
+    reader: AsyncBoardReader = request.app.state.async_boards
+    return reader
+
+
+async def _friends(request: Request) -> FriendsReader:
+    reader: FriendsReader = request.app.state.friends
+    return reader
+
+
+async def _now(request: Request) -> int:
+    now: int = request.app.state.clock()
+    return now
+
+
+GameId = Annotated[str, Depends(_game)]
+PlayerId = Annotated[str, Depends(_player)]
+FriendId = Annotated[str, Depends(_friend)]
+AsyncBoards = Annotated[AsyncBoardReader, Depends(_boards)]
+FriendsOf = Annotated[FriendsReader, Depends(_friends)]
+Now = Annotated[int, Depends(_now)]
+_NoQuery = Annotated[NoQuery, Query()]
+
+
+def _absent(player_id: str, window_id: str) -> ApiError:
+    return ApiError(
+        HTTPStatus.NOT_FOUND, "NOT_FOUND", f"player {player_id!r} has no score on {window_id}"
+    )
+
+
+@router.get(
+    "/v1/leaderboards/{gameId}/top",
+    response_model=TopPage,
+    responses=errors(400, 404, 500, 503),
+    summary="One page of a board, best first",
+)
+async def top(game: GameId, q: Annotated[TopQuery, Query()], boards: AsyncBoards, now: Now) -> Any:
+    """One page by offset or cursor; ``nextCursor`` is null at the end."""
+    return JSONResponse(
+        await boards.top(game, q.window, q.limit, q.offset, q.cursor or None, now_ms=now)
+    )
+
+
+@router.get(
+    "/v1/leaderboards/{gameId}/players/{playerId}",
+    response_model=Rank,
+    responses=errors(400, 404, 500, 503),
+    summary="A player's rank, score and percentile",
+)
+async def rank(
+    game: GameId,
+    player: PlayerId,
+    q: Annotated[WindowQuery, Query()],
+    boards: AsyncBoards,
+    now: Now,
+) -> Any:
+    """404 ``NOT_FOUND`` when the player has no score on that board."""
+    answer = await boards.rank(game, player, q.window, now_ms=now)
+    if answer["score"] is None:
+        raise _absent(player, answer["window"])
+    return JSONResponse(answer)
+
+
+@router.get(
+    "/v1/leaderboards/{gameId}/players/{playerId}/neighbors",
+    response_model=Neighbors,
+    responses=errors(400, 404, 500, 503),
+    summary="The k players right above and below a player",
+)
+async def neighbors(
+    game: GameId,
+    player: PlayerId,
+    q: Annotated[NeighborsQuery, Query()],
+    boards: AsyncBoards,
+    now: Now,
+) -> Any:
+    """``above + [player] + below`` is one contiguous slice; 404 without a score."""
+    answer = await boards.around(game, player, q.window, q.k, now_ms=now)
+    if answer["player"] is None:
+        raise _absent(player, answer["window"])
+    return JSONResponse(answer)
+
+
+@router.get(
+    "/v1/leaderboards/{gameId}/friends",
+    response_model=FriendsBoard,
+    responses=errors(400, 404, 500, 503),
+    summary="A player and their friends ranked among themselves (cached briefly)",
+)
+def friends_board(
+    game: GameId,
+    q: Annotated[FriendsBoardQuery, Query()],
+    friends: FriendsOf,
+    now: Now,
+    response: Response,
+) -> Any:
+    """Cached for about 5 s (``Cache-Control: private, max-age=<ttl>``)."""
+    board = friends.board(game, q.playerId, q.window, now_ms=now)
+    response.headers["Cache-Control"] = f"private, max-age={board['ttl']}"
+    return board
+
+
+@router.get(
+    "/v1/leaderboards/{gameId}/players/{playerId}/friends",
+    response_model=Friends,
+    responses=errors(400, 404, 503),
+    summary="The players this player follows",
+)
+def list_friends(game: GameId, player: PlayerId, _q: _NoQuery, friends: FriendsOf) -> Any:
+    """One-way, per game."""
+    return {"playerId": player, "friends": friends.list_friends(game, player)}
+
+
+@router.put(
+    "/v1/leaderboards/{gameId}/players/{playerId}/friends/{friendId}",
+    response_model=FriendAdded,
+    responses=errors(400, 404, 503),
+    summary="Follow a player (idempotent)",
+)
+def add_friend(
+    game: GameId, player: PlayerId, friend: FriendId, _q: _NoQuery, friends: FriendsOf
+) -> Any:
+    """``added`` is false when already followed."""
+    added = friends.add(game, player, [friend])
+    return {"playerId": player, "friendId": friend, "added": bool(added)}
+
+
+@router.delete(
+    "/v1/leaderboards/{gameId}/players/{playerId}/friends/{friendId}",
+    response_model=FriendRemoved,
+    responses=errors(400, 404, 503),
+    summary="Unfollow a player (idempotent)",
+)
+def remove_friend(
+    game: GameId, player: PlayerId, friend: FriendId, _q: _NoQuery, friends: FriendsOf
+) -> Any:
+    """``removed`` is false when not followed."""
+    removed = friends.remove(game, player, [friend])
+    return {"playerId": player, "friendId": friend, "removed": bool(removed)}
+
+
+@router.post(
+    "/v1/scores",
+    status_code=HTTPStatus.ACCEPTED,
+    response_model=Accepted | AcceptedBatch,
+    responses=errors(400, 401, 411, 413, 500, 503),
+    summary="Submit one signed score event, or a JSON array of them (produced to Kafka)",
+)
+async def submit_scores(
+    request: Request,
+    body: Annotated[ScoreSubmission, Body()],
+    _q: _NoQuery,
+) -> Any:
+    """Verified, produced keyed by playerId, answered 202 once Kafka acknowledged all."""
+    intake: ScoreIntake | None = request.app.state.intake
+    if intake is None:
+        raise ApiError(
+            HTTPStatus.SERVICE_UNAVAILABLE, "UNAVAILABLE", "score intake is not configured"
+        )
+    if isinstance(body, ScoreEventIn):
+        return {"eventId": (await intake.submit([body]))[0]}
+    return {"eventIds": await intake.submit(body)}
+
+
+@router.get(
+    "/healthz",
+    response_model=Health,
+    responses=errors(503),
+    summary="Liveness: 200 when Redis answers PING",
+)
+async def health(request: Request, _q: _NoQuery) -> Any:
+    """503 ``UNAVAILABLE`` when Redis does not answer."""
+    try:
+        await request.app.state.async_redis.ping()
+    except Exception as exc:
+        raise ApiError(HTTPStatus.SERVICE_UNAVAILABLE, "UNAVAILABLE", f"Redis: {exc}") from exc
+    return {"status": "ok"}

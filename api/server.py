@@ -1,0 +1,77 @@
+"""Serving the app with uvicorn on a socket this module binds itself.
+
+Binding first, here, is what turns a busy port or an impossible address into
+one clear :class:`~domain.errors.ServiceError` line (``lb serve`` exits 2)
+instead of uvicorn's log and exit 1. The server binds ``127.0.0.1`` by default:
+exposing it is a deliberate act (``lb serve --host``), normally behind a
+reverse proxy that adds TLS, authentication of readers and rate limits.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from typing import Any
+
+import uvicorn
+
+from domain.errors import ConfigError, ServiceError
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+
+
+def parse_port(text: str | int) -> int:
+    """A TCP port number (0 = any free one) from ``--port``; ConfigError otherwise."""
+    raw = str(text).strip()
+    if not raw.isascii() or not raw.isdigit() or not 0 <= int(raw) <= 65535:
+        raise ConfigError(f"--port must be a number in 0..65535, got {str(text)[:20]!r}")
+    return int(raw)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``; ServiceError naming the address if it cannot be."""
+    parse_port(port)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigError(f"--host {host!r} is not an address of this machine: {exc}") from exc
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ServiceError(f"cannot listen on {host}:{port}: the port is in use") from exc
+        raise ServiceError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    """The base URL of a bound socket."""
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+def make_server(app: Any, *, quiet: bool = False) -> uvicorn.Server:
+    """A uvicorn server for ``app`` (run it with ``server.run(sockets=[bind(...)])``).
+
+    HTTP/1.1 keep-alive via httptools, WebSockets via the ``websockets``
+    library (whose sends wait for the socket to drain, so a slow subscriber's
+    send times out instead of buffering without bound).
+    """
+    config = uvicorn.Config(
+        app,
+        http="httptools",
+        ws="websockets-sansio",
+        lifespan="on",
+        access_log=not quiet,
+        log_level="warning" if quiet else "info",
+        timeout_keep_alive=30,
+        server_header=False,
+    )
+    return uvicorn.Server(config)

@@ -1,0 +1,98 @@
+"""The hot reads on ``redis.asyncio``: top pages, rank and around without a thread per call.
+
+An HTTP server on an event loop should not park a thread per Redis round
+trip. The common reads of an unsharded board are one command each (a
+``ZREVRANGE`` or one read-only script), so this reader sends them on the
+asyncio client and builds the answer with the very same code as
+:class:`~readers.boards.BoardReader` (its ``*_plan``/``*_answer``/``parse_*``
+halves), so both give identical documents. The rest (cursor pages, sharded
+boards, a percentile from a sketch past the exact tier) keeps its multi-step
+logic in the synchronous reader, run in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any
+
+import redis
+from redis.exceptions import RedisClusterException
+
+from domain.errors import ServiceError
+from domain.ranking import visible_rank
+from readers.boards import (
+    AROUND_SCRIPT,
+    RANK_SCRIPT,
+    AroundAnswer,
+    BoardReader,
+    RankAnswer,
+    TopPage,
+    check_player_id,
+    members_with_scores,
+)
+
+
+async def _call(command: Awaitable[Any]) -> Any:
+    try:
+        return await command
+    except (redis.RedisError, RedisClusterException) as exc:
+        raise ServiceError(f"Redis read failed: {exc}") from exc
+
+
+class AsyncBoardReader:
+    """``top``, ``rank`` and ``around`` as coroutines, answering like ``sync``."""
+
+    def __init__(self, sync: BoardReader, client: Any) -> None:
+        self.sync = sync
+        self._client = client
+
+    async def top(
+        self,
+        game_id: str,
+        window_spec: str,
+        limit: int = 10,
+        offset: int = 0,
+        cursor: str | None = None,
+        *,
+        now_ms: int,
+    ) -> TopPage:
+        board, after = self.sync.top_plan(
+            game_id, window_spec, limit, offset, cursor, now_ms=now_ms
+        )
+        if after is not None or board.sharded:
+            return await asyncio.to_thread(
+                self.sync.top, game_id, window_spec, limit, offset, cursor, now_ms=now_ms
+            )
+        pairs = await _call(
+            self._client.zrevrange(board.keys[0], offset, offset + limit, withscores=True)
+        )
+        return self.sync.top_answer(board, members_with_scores(pairs), offset + 1, limit)
+
+    async def rank(
+        self, game_id: str, player_id: str, window_spec: str, *, now_ms: int
+    ) -> RankAnswer:
+        check_player_id(player_id)
+        board = self.sync.board(game_id, window_spec, now_ms)
+        if not board.sharded:
+            reply = await _call(
+                self._client.eval(RANK_SCRIPT, 1, board.keys[0], player_id, board.codec.slots)
+            )
+            found = self.sync.parse_rank_reply(reply)
+            # Past the exact tier the percentile may come from a sketch: the sync path.
+            if found is None or visible_rank(found[0], board.config.exact_tier) is not None:
+                return self.sync.rank_answer(board, player_id, found, now_ms=now_ms)
+        return await asyncio.to_thread(
+            self.sync.rank, game_id, player_id, window_spec, now_ms=now_ms
+        )
+
+    async def around(
+        self, game_id: str, player_id: str, window_spec: str, k: int = 5, *, now_ms: int
+    ) -> AroundAnswer:
+        board = self.sync.around_plan(game_id, player_id, window_spec, k, now_ms=now_ms)
+        if board.sharded:
+            return await asyncio.to_thread(
+                self.sync.around, game_id, player_id, window_spec, k, now_ms=now_ms
+            )
+        reply = await _call(self._client.eval(AROUND_SCRIPT, 1, board.keys[0], player_id, k))
+        return self.sync.around_answer(board, self.sync.parse_around_reply(reply, k))

@@ -1,0 +1,47 @@
+"""Run the real HTTP app under uvicorn on a free loopback port, in a thread, for one test."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from api.app import create_app
+from api.server import bind, make_server, url_of
+from config.settings import Secret, Settings
+
+
+def api_settings(
+    kafka_bootstrap: str, redis_url: str, topic: str, namespace: str, keys: str, **over: Any
+) -> Settings:
+    """Settings of one test's API: its own topic and namespace, test keys."""
+    return Settings(
+        kafka_bootstrap=kafka_bootstrap,
+        redis_url=Secret(redis_url),
+        topic=topic,
+        dlq_topic=f"{topic}.dlq",
+        hmac_keys=Secret(keys),
+        namespace=namespace,
+        **over,
+    )
+
+
+@contextmanager
+def running_api(settings: Settings, **app_options: Any) -> Iterator[str]:
+    """The app served on ``127.0.0.1:<free port>``; yields its base URL, stops it after."""
+    sock = bind("127.0.0.1", 0)
+    server = make_server(create_app(settings, **app_options), quiet=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the API did not start"
+        time.sleep(0.02)
+    try:
+        yield url_of(sock)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        sock.close()

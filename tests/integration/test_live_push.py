@@ -1,0 +1,199 @@
+"""Live pushes end to end: Kafka -> the real job -> change stream -> API -> WebSocket / SSE.
+
+The streaming job (``lb run``) runs as a subprocess on the test's own topic
+and namespace; events are produced to Kafka as a game server would. The
+client side uses the ``websockets`` library and a raw ``http.client`` reader
+for Server-Sent Events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import time
+from typing import Any
+
+import pytest
+import redis.asyncio
+from websockets.sync.client import ClientConnection, connect
+
+from api.live import MAX_PENDING, ChangeHub, Subscriber
+from domain.keys import GroupKeys
+from tests.integration.live_events import GAME, best
+from tests.integration.streams import produce
+
+pytestmark = pytest.mark.integration
+
+
+def ws_url(base: str, query: str) -> str:
+    return f"{base.replace('http://', 'ws://')}/v1/leaderboards/{GAME}/live?{query}"
+
+
+def receive(ws: ClientConnection, timeout: float = 10.0) -> dict[str, Any]:
+    message: dict[str, Any] = json.loads(ws.recv(timeout=timeout))
+    return message
+
+
+def until(ws: ClientConnection, check: Any, timeout: float = 60.0) -> dict[str, Any]:
+    """The first message satisfying ``check`` within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        assert left > 0, "no such message in time"
+        message = receive(ws, left)
+        if check(message):
+            return message
+
+
+def top_players(message: dict[str, Any]) -> list[tuple[str, int]]:
+    return [(e["playerId"], e["score"]) for e in message["entries"]]
+
+
+def test_pushes_follow_the_job_and_resume_without_a_gap(
+    live_job: Any,
+    live_api: str,
+    kafka_bootstrap: str,
+    topic: str,
+    namespace: str,
+    redis_client: Any,
+) -> None:
+    api = live_api
+    with connect(ws_url(api, "top=3&playerId=p1&interval=50"), open_timeout=30) as ws:
+        first = receive(ws)
+        assert (first["type"], first["window"], first["entries"]) == ("top", "alltime", [])
+        rank = receive(ws)
+        assert (rank["type"], rank["playerId"], rank["rank"], rank["score"]) == (
+            "rank",
+            "p1",
+            None,
+            None,
+        )
+
+        produce(kafka_bootstrap, topic, [best("p1", 10), best("p2", 20)])
+        page = until(ws, lambda m: m["type"] == "top" and len(m["entries"]) == 2)
+        assert top_players(page) == [("p2", 20), ("p1", 10)]
+        changes = {(c["playerId"], c["old"], c["new"]) for c in page["changes"]}
+        assert changes <= {("p1", None, 10), ("p2", None, 20)}
+        mine = until(ws, lambda m: m["type"] == "rank" and m["rank"] == 2)
+        assert (mine["score"], mine["window"]) == (10, "alltime")
+        last_id = mine["id"]
+
+    # Missed while disconnected: replayed on reconnect, in the first page's changes.
+    produce(kafka_bootstrap, topic, [best("p3", 30), best("p4", 5)])
+    stream = GroupKeys(namespace, GAME).changes
+    deadline = time.monotonic() + 20
+    while redis_client.xlen(stream) < 3 or not redis_client.zscore(
+        GroupKeys(namespace, GAME).board("alltime"), "p4"
+    ):
+        assert time.monotonic() < deadline, "the job did not apply the events"
+        time.sleep(0.05)
+    with connect(ws_url(api, f"top=3&interval=50&lastEventId={last_id}")) as ws:
+        page = receive(ws)
+        assert page["type"] == "top"
+        assert top_players(page) == [("p3", 30), ("p2", 20), ("p1", 10)]
+        assert ("p3", None, 30) in {(c["playerId"], c["old"], c["new"]) for c in page["changes"]}
+        resumed_at = page["id"]
+
+    # The same over Server-Sent Events, resuming from Last-Event-ID.
+    produce(kafka_bootstrap, topic, [best("p1", 40)])
+    host, port = api.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=20)
+    conn.request(
+        "GET", f"/v1/leaderboards/{GAME}/events?top=3", headers={"Last-Event-ID": resumed_at}
+    )
+    response = conn.getresponse()
+    assert response.status == 200
+    assert response.headers["Content-Type"].startswith("text/event-stream")
+    event = read_sse(response)
+    assert event["event"] == "top" and event["id"] == event["data"]["id"]
+    if top_players(event["data"])[0] != ("p1", 40):
+        event = read_sse(response)
+    assert top_players(event["data"]) == [("p1", 40), ("p3", 30), ("p2", 20)]
+    conn.close()
+
+    # Fell off the end of the capped stream: told so, then a fresh page.
+    redis_client.xtrim(stream, maxlen=0)
+    produce(kafka_bootstrap, topic, [best("p5", 1)])
+    deadline = time.monotonic() + 20
+    while redis_client.xlen(stream) < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    with connect(ws_url(api, f"top=3&lastEventId={last_id}")) as ws:
+        gap = receive(ws)
+        assert (gap["type"], gap["lastEventId"]) == ("gap", last_id)
+        page = receive(ws)
+        assert page["type"] == "top" and top_players(page)[0] == ("p1", 40)
+
+
+def read_sse(response: http.client.HTTPResponse) -> dict[str, Any]:
+    """The next event of an SSE stream: its fields, ``data`` parsed as JSON."""
+    fields: dict[str, Any] = {}
+    while True:
+        line = response.readline().decode().rstrip("\n")
+        if not line:
+            if fields:
+                fields["data"] = json.loads(fields["data"])
+                return fields
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(": ")
+        fields[name] = value
+
+
+def test_bad_subscriptions_are_refused_with_the_error_document(live_api: str) -> None:
+    api = live_api
+    with connect(ws_url(api, "windw=weekly")) as ws:
+        message = receive(ws)
+        assert message["type"] == "error"
+        assert message["error"]["code"] == "BAD_REQUEST" and "windw" in message["error"]["message"]
+    with connect(ws_url(api, "").replace(GAME, "nope")) as ws:
+        assert receive(ws)["error"]["code"] == "UNKNOWN_GAME"
+    host, port = api.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=20)
+    for path, status, code in [
+        (f"/v1/leaderboards/{GAME}/events?top=101", 400, "BAD_REQUEST"),
+        (f"/v1/leaderboards/{GAME}/events?lastEventId=x", 400, "BAD_REQUEST"),
+        ("/v1/leaderboards/nope/events", 404, "UNKNOWN_GAME"),
+    ]:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        assert (response.status, json.loads(response.read())["error"]["code"]) == (status, code)
+    conn.close()
+
+
+def test_a_subscriber_that_stops_draining_is_dropped_and_others_are_not(
+    redis_url: str, redis_client: Any, namespace: str
+) -> None:
+    """The hub's bound, against real Redis: a subscriber whose queue is not drained
+    (its connection stuck in a send) is dropped and detached; one that drains stays."""
+    stream = GroupKeys(namespace, GAME).changes
+    entry = {"c": json.dumps([{"w": "alltime", "p": "y", "o": "", "n": "1", "r": 1}])}
+
+    async def scenario() -> tuple[str | None, str | None, int]:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        hub = ChangeHub(client, block_ms=100)
+
+        def everything(changes: list[Any]) -> list[Any]:
+            return changes
+
+        stuck = Subscriber((stream,), watch="all", select_top=everything)
+        draining = Subscriber((stream,), watch="all", select_top=everything)
+        await hub.attach(stuck)
+        await hub.attach(draining)
+        drained = 0
+        for _ in range(MAX_PENDING // 100 + 5):
+            pipe = redis_client.pipeline(transaction=False)
+            for _ in range(100):
+                pipe.xadd(stream, entry)
+            pipe.execute()
+            await asyncio.sleep(0.2)
+            drained += len(draining.take() or [])
+        await hub.close()
+        await client.aclose()
+        return stuck.dropped, draining.dropped, drained
+
+    stuck, draining, drained = asyncio.run(scenario())
+    assert stuck is not None and "too slow" in stuck
+    assert draining is None and drained == (MAX_PENDING // 100 + 5) * 100
