@@ -35,6 +35,7 @@ from config.clients import QUIET_KAFKA_LOGGER
 from domain.errors import RetryBudgetExceeded, ServiceError
 from domain.records import CheckedBatch, DeadLetter
 from sinks import outcomes
+from sinks.retry import give_up
 from sources.kafka_source import ErrorLog, topic_partitions
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,13 @@ class _DeadLetterPartition(StatelessSinkPartition[CheckedBatch]):
             self._failures.append(str(err))
 
     def write_batch(self, items: Sequence[CheckedBatch]) -> None:
+        """Write every batch's letters; Kafka down past ``LB_KAFKA_RETRY_S`` ends the job."""
+        try:
+            self._write(items)
+        except RetryBudgetExceeded as exc:
+            give_up(exc)
+
+    def _write(self, items: Sequence[CheckedBatch]) -> None:
         sent: list[str] = []
         for batch in items:
             done = self._already.get(batch.partition, -1)

@@ -37,7 +37,7 @@ from bytewax.outputs import DynamicSink, StatelessSinkPartition
 from redis.cluster import RedisCluster
 
 from domain.backoff import Backoff
-from domain.errors import ServiceError, StopRequested
+from domain.errors import RetryBudgetExceeded, ServiceError, StopRequested
 from domain.healing import (
     MISSING,
     PROGRESS_FIELD,
@@ -51,7 +51,7 @@ from domain.planner import BoardPlanner, GroupWrite, LookupResults, Lookups, Wri
 from domain.records import CheckedBatch
 from domain.rewinds import Rewinds
 from sinks import outcomes
-from sinks.retry import abandon, call_with_retry
+from sinks.retry import abandon, call_with_retry, give_up
 
 log = logging.getLogger(__name__)
 
@@ -400,6 +400,13 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
         self._dirty: set[tuple[str, int]] = set()
 
     def write_batch(self, items: Sequence[CheckedBatch]) -> None:
+        """Project every batch (see :meth:`_write`); an outage past its budget ends the job."""
+        try:
+            self._write(items)
+        except RetryBudgetExceeded as exc:
+            give_up(exc)
+
+    def _write(self, items: Sequence[CheckedBatch]) -> None:
         """Project every batch, acknowledged by Redis before this returns.
 
         Returning only after the writes are acknowledged is what keeps Bytewax
@@ -659,6 +666,8 @@ def connect(
         )
     except StopRequested as exc:
         abandon(exc)
+    except RetryBudgetExceeded as exc:
+        give_up(exc)
     except redis.RedisError as exc:
         raise ServiceError(f"cannot reach Redis: {exc}") from exc
 

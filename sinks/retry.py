@@ -137,3 +137,21 @@ def abandon(exc: StopRequested) -> NoReturn:
     )
     logging.shutdown()
     os._exit(0)
+
+
+def give_up(exc: RetryBudgetExceeded) -> NoReturn:
+    """End this job process now (exit 1): a service stayed down past its retry budget.
+
+    One line naming the setting instead of a panic with the error buried in
+    it; leaving at once keeps the last recovery snapshot where it is, so a
+    supervisor's restart sends the unwritten batch again.
+    """
+    boards, letters = outcomes.snapshot()
+    print(
+        f"scoreboard job: error: {str(exc).rstrip('.')}; stopped without applying the "
+        f"current batch (the next start replays it); so far {outcomes.describe(boards, letters)}",
+        file=sys.stderr,
+        flush=True,
+    )
+    logging.shutdown()
+    os._exit(1)
