@@ -64,7 +64,7 @@ class Validator:
                 accepted.append(self.check(record))
             except Rejected as why:
                 dead.append(DeadLetter(batch.topic, batch.partition, record, why.code, why.detail))
-        last = batch.records[-1].offset if batch.records else batch.next_offset - 1
+        last = batch.records[-1].offset if batch.records else max(batch.next_offset, 0) - 1
         return CheckedBatch(
             batch.topic, batch.partition, tuple(accepted), tuple(dead), last, batch.generation
         )

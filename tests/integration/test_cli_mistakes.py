@@ -170,7 +170,7 @@ def test_serve_on_a_busy_port(tmp_path: Path, bare_topic: str, kafka_bootstrap: 
             "serve-busy",
             ["serve", "--port", str(port)],
             {},
-            "Address already in use",
+            "the port is in use",
         )
         _check(case, bare_topic, tmp_path, kafka_bootstrap)
 
