@@ -128,30 +128,26 @@ def abandon(exc: StopRequested) -> NoReturn:
     at once keeps the last snapshot where it is, so the next start sends the
     batch again (a process kill is what the recovery store is built for).
     """
-    boards, letters = outcomes.snapshot()
-    print(
-        f"scoreboard job: {str(exc).rstrip('.')}; stopped without applying the current "
-        f"batch (the next start replays it); so far {outcomes.describe(boards, letters)}",
-        file=sys.stderr,
-        flush=True,
-    )
-    logging.shutdown()
-    os._exit(0)
+    _leave(str(exc), 0)
 
 
 def give_up(exc: RetryBudgetExceeded) -> NoReturn:
     """End this job process now (exit 1): a service stayed down past its retry budget.
 
     One line naming the setting instead of a panic with the error buried in
-    it; leaving at once keeps the last recovery snapshot where it is, so a
-    supervisor's restart sends the unwritten batch again.
+    it; for the same reason as :func:`abandon`, a supervisor's restart then
+    sends the unwritten batch again.
     """
+    _leave(f"error: {exc}", 1)
+
+
+def _leave(why: str, code: int) -> NoReturn:
     boards, letters = outcomes.snapshot()
     print(
-        f"scoreboard job: error: {str(exc).rstrip('.')}; stopped without applying the "
-        f"current batch (the next start replays it); so far {outcomes.describe(boards, letters)}",
+        f"scoreboard job: {why.rstrip('.')}; stopped without applying the current "
+        f"batch (the next start replays it); so far {outcomes.describe(boards, letters)}",
         file=sys.stderr,
         flush=True,
     )
     logging.shutdown()
-    os._exit(1)
+    os._exit(code)
