@@ -499,17 +499,16 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
         wm_field = watermark_field(*where)
         self._partition_of[wm_field] = where
         position = batch.first_offset if batch.first_offset >= 0 else batch.last_offset + 1
-        progress = self._store.read_progress(progress_key(self._namespace, *where))
-        tags = [tag for tag in progress if tag != PROGRESS_FIELD]
-        pairs = [(GroupKeys(self._namespace, tag).watermarks, wm_field) for tag in tags]
-        stored = self._store.read_watermarks(pairs)
+        progress, stored = read_resume_state(self._store, self._namespace, *where)
         self._planner.assume(
             {
-                pair: MISSING if value is None else value
-                for pair, value in zip(pairs, stored, strict=True)
+                (GroupKeys(self._namespace, tag).watermarks, wm_field): MISSING
+                if value is None
+                else value
+                for tag, value in stored.items()
             }
         )
-        start = resume_offset(position, progress, dict(zip(tags, stored, strict=True)))
+        start = resume_offset(position, progress, stored)
         assert start is not None
         self._acked[where] = start - 1
         if start < position:
@@ -672,6 +671,23 @@ def connect(
         raise ServiceError(f"cannot reach Redis: {exc}") from exc
 
 
+def read_resume_state(
+    store: Any, namespace: str, topic: str, partition: int
+) -> tuple[dict[str, int], dict[str, int | None]]:
+    """A partition's progress hash and the watermark each group it names holds now.
+
+    What :func:`domain.healing.resume_offset` decides from, at a reader's start
+    and again at the sink's first sight of the partition.
+    """
+    progress = store.read_progress(progress_key(namespace, topic, partition))
+    tags = [tag for tag in progress if tag != PROGRESS_FIELD]
+    wm_field = watermark_field(topic, partition)
+    stored = store.read_watermarks(
+        [(GroupKeys(namespace, tag).watermarks, wm_field) for tag in tags]
+    )
+    return progress, dict(zip(tags, stored, strict=True))
+
+
 class ResumeFromRedis:
     """Where a partition reader starts after a restart.
 
@@ -690,15 +706,10 @@ class ResumeFromRedis:
         client = connect(self._client_factory, self._retry)
         try:
             store = RedisBoardStore(client, self._retry)
-            progress = store.read_progress(progress_key(self._namespace, topic, partition))
-            tags = [tag for tag in progress if tag != PROGRESS_FIELD]
-            wm_field = watermark_field(topic, partition)
-            stored = store.read_watermarks(
-                [(GroupKeys(self._namespace, tag).watermarks, wm_field) for tag in tags]
-            )
+            progress, stored = read_resume_state(store, self._namespace, topic, partition)
         finally:
             client.close()
-        start = resume_offset(snapshot, progress, dict(zip(tags, stored, strict=True)))
+        start = resume_offset(snapshot, progress, stored)
         if start != snapshot:
             log.warning(
                 "Redis holds less of %s[%d] than the recovery snapshot (offset %d): "

@@ -25,11 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.healing import PROGRESS_FIELD, audit, resume_offset
-from domain.keys import GroupKeys, progress_key, watermark_field
 from domain.planner import BoardPlanner, LookupResults, Lookups, WritePlan
 from domain.records import CheckedBatch
 from domain.rewinds import Rewinds
-from sinks.redis_boards import _BoardPartition
+from sinks.redis_boards import _BoardPartition, read_resume_state
 from tests.unit.boardmodel import BoardModel
 from tests.unit.test_planner import (
     HORIZON_MS,
@@ -209,12 +208,7 @@ def _sink(world: World, rewinds: Rewinds, clock: Clock) -> _BoardPartition:
 
 def _resume(world: World, partition: int, snapshot: int) -> int:
     """What ``ResumeFromRedis`` computes, from the model's progress hash."""
-    progress = dict(world.model.hashes.get(progress_key(NS, TOPIC, partition), {}))
-    tags = [t for t in progress if t != PROGRESS_FIELD]
-    wm_field = watermark_field(TOPIC, partition)
-    stored = {
-        t: world.model.hashes.get(GroupKeys(NS, t).watermarks, {}).get(wm_field) for t in tags
-    }
+    progress, stored = read_resume_state(ModelStore(world.model), NS, TOPIC, partition)
     start = resume_offset(snapshot, progress, stored)
     assert start is not None
     return start
