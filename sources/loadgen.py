@@ -23,7 +23,6 @@ memory and time per sample, so 10M players cost nothing to set up.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
 from collections.abc import Iterator
@@ -384,12 +383,12 @@ class LoadGenerator:
             event = self._event(timestamp_ms)
             if rng.random() < 0.5:  # a field changed after signing
                 score = event.score + 1 if event.score < cfg.max_score else event.score - 1
-                event = dataclasses.replace(event, score=score)
+                event = event._replace(score=score)
             else:  # the signature itself damaged
                 position = rng.randrange(len(event.sig))
                 sig = bytearray(event.sig)
                 sig[position] ^= 1 << rng.randrange(8)
-                event = dataclasses.replace(event, sig=bytes(sig))
+                event = event._replace(sig=bytes(sig))
             return self._encoded(code, event, timestamp_ms)
         event = self._event(timestamp_ms)
         value = self._encoder.encode(event)

@@ -170,9 +170,8 @@ def generate(seed: int, count: int, players: int = 150, start_ms: int | None = N
 
 
 def _with_score(event: Any, score: int) -> Any:
-    from dataclasses import replace
 
-    return replace(event, score=score)
+    return event._replace(score=score)
 
 
 def produce(bootstrap: str, topic: str, records: list[Planned]) -> None:
