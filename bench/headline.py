@@ -60,6 +60,42 @@ def ingest_rows(summary: Mapping[str, Any]) -> list[list[str]]:
     ]
 
 
+def workload_rows(summaries: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    """Each workload shape's job throughput and CPU per event, worst and best named.
+
+    Throughput depends on the stream's shape (new players, spread of event
+    times) far more than on its size, so the best shape alone would flatter.
+    """
+    shapes = [
+        (s["args"].get("workload", "zipf"), s["jobs"]["1"], s["jobs"]["2"])
+        for s in summaries
+        if s.get("jobs")
+    ]
+    if len(shapes) < 2:
+        return []
+    by_two = sorted(shapes, key=lambda item: item[2]["steady_eps"] or 0)
+    worst, best = by_two[0][0], by_two[-1][0]
+    rows = []
+    for name, one, two in shapes:
+        tag = " (worst)" if name == worst else " (best)" if name == best else ""
+        cpu = [_cpu(run) for run in two.get("runs", [])]
+        rows.append(
+            [
+                "ingest",
+                f"workload `{name}`{tag}: the job, 1 / 2 processes (steady)",
+                f"{_eps(one['steady_eps'])} / {_eps(two['steady_eps'])}",
+                "job CPU per event, 2 processes: "
+                + (", ".join(cpu) if cpu and all(c != "-" for c in cpu) else "-"),
+            ]
+        )
+    return rows
+
+
+def _cpu(run: Mapping[str, Any]) -> str:
+    value = run.get("job_cpu_us_per_event")
+    return "-" if value is None else f"{value:.1f} us"
+
+
 def freshness_rows(summaries: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     """Latency at a steady rate, and a spike's peak lag and drain time."""
     rows = []
@@ -195,6 +231,7 @@ def headline_markdown(
     rows: list[list[str]] = []
     if results.get("ingest"):
         rows += ingest_rows(results["ingest"][0])
+        rows += workload_rows(results["ingest"])
     if results.get("freshness"):
         rows += freshness_rows(results["freshness"])
     reads = results["reads"][0] if results.get("reads") else None

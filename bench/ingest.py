@@ -2,12 +2,14 @@
 
 Usage (from the repository root)::
 
-    .venv/bin/python -m bench.ingest [--events 1000000] [--players 1000000] [--repeat 2]
+    .venv/bin/python -m bench.ingest [--workload zipf|new-players|history]
+                                     [--events 1000000] [--players 1000000] [--repeat 2]
 
-1. Pre-produces ``--events`` records with ``lb produce`` semantics (the load
-   generator and the idempotent producer, 8 partitions, game ``g1`` with the
-   built-in three windows, Zipf players, 1% duplicates, 1% bad records) into a
-   fresh topic.
+1. Pre-produces ``--events`` records of one workload shape (``bench.workloads``:
+   the load generator and the idempotent producer, 8 partitions, game ``g1``
+   with the built-in three windows, 1% duplicates, 1% bad records) into a
+   fresh topic. ``python -m bench`` runs every shape, and the headline shows
+   the worst next to the best.
 2. Baseline *ceiling*: one thread consumes the topic and decodes and verifies
    every record; no Redis. The most a single Python process can hope for.
    Then the *Redis ceiling*: the same loop sends every valid event's three
@@ -15,7 +17,9 @@ Usage (from the repository root)::
    pipeline per ``LB_BATCH_MAX`` events): the most "write every event" can do.
 3. *Stages*: the job's per-batch work (the same ``Validator``, ``BoardPlanner``
    and ``RedisBoardStore``) in one thread without Bytewax, timed stage by stage
-   over the first ``--stage-events`` records: where a process's time goes.
+   over the first ``--stage-events`` records, with a ``cProfile`` of the same
+   work (the ``--profile`` functions with the most own time): where a
+   process's time goes.
 4. ``--repeat`` rounds of:
 
    a. Baseline *reference updater* (the design articles' shape): the ceiling's
@@ -35,7 +39,9 @@ After each job run the boards' counters (applied + noop + duplicate) must
 equal the valid + duplicate records produced and the dead-letter topic must
 hold exactly the bad records; otherwise the run is reported as failed, the
 script exits 1 and ``docs/BENCHMARKS.md`` is left alone. CPU use of the job,
-Redis, Kafka and everything else on the machine is recorded per measurement.
+Redis, Kafka and everything else on the machine is recorded per measurement,
+and the job's CPU per event (all its processes' user + system time over the
+records it read) for each job run.
 
 Progress goes to stderr, the JSON summary to stdout.
 """
@@ -43,6 +49,9 @@ Progress goes to stderr, the JSON summary to stdout.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
+import pstats
 import statistics
 import sys
 import time
@@ -54,7 +63,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from bench.common import (
-    GAME,
+    ROOT,
     CpuWindow,
     Job,
     Scratch,
@@ -74,6 +83,7 @@ from bench.common import (
     topic_records,
 )
 from bench.formatting import fmt_int, fmt_ratio
+from bench.workloads import WORKLOADS, shape
 from config.clients import redis_client
 from config.settings import Settings
 from domain.errors import CodecError, EncodingError
@@ -86,36 +96,38 @@ from domain.validation import Validator
 from domain.windows import WindowKind, window_for
 from schemas.codec import ScoreEventCodec
 from sinks.redis_boards import RedisBoardStore
-from sources.loadgen import LoadConfig, LoadGenerator
 from sources.producer import ScoreProducer
 
 PARTITIONS = 8
 #: Event-time spacing of the pre-produced records (``lb produce --rate 0``'s default).
-TS_RATE = 100_000.0
 POLL_S = 0.01
 SECTION = "bench.ingest"
+
+
+def section_of(workload: str) -> str:
+    """Each shape has its own section; the project's Zipf shape keeps the historic name."""
+    return SECTION if workload == "zipf" else f"{SECTION}.{workload}"
 
 
 def _produce(
     settings: Settings, topic: str, args: argparse.Namespace, keyring: Keyring
 ) -> dict[str, Any]:
     start_ms = (datetime.now(UTC) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
-    config = LoadConfig(
-        start_ms=start_ms,
-        rate=TS_RATE,
+    stream = shape(args.workload).records(
+        keyring,
+        ScoreEventCodec.from_registry(),
+        start_ms,
+        args.events,
+        args.players,
         seed=args.seed,
-        players=args.players,
-        zipf_s=args.zipf,
-        games=(GAME,),
-        dup_ratio=args.dup_ratio,
-        bad_ratio=args.bad_ratio,
+        dup=args.dup_ratio,
+        bad=args.bad_ratio,
     )
-    generator = LoadGenerator(config, keyring, ScoreEventCodec.from_registry())
     expected: Counter[str] = Counter()
     started = time.monotonic()
     step = max(1, args.events // 10)
     with ScoreProducer(settings.kafka_bootstrap, topic, settings.kafka_extra) as producer:
-        for index, record in enumerate(generator.records(args.events)):
+        for index, record in enumerate(stream):
             producer.produce_record(record.key, record.value, record.timestamp_ms)
             expected[record.expected] += 1
             if (index + 1) % step == 0:
@@ -386,7 +398,16 @@ def _stages(
     processed = 0
     clock = time.perf_counter
 
+    profiler = cProfile.Profile()
+
     def run(partition: int, records: list[SourceRecord]) -> None:
+        profiler.enable()
+        try:
+            timed(partition, records)
+        finally:
+            profiler.disable()
+
+    def timed(partition: int, records: list[SourceRecord]) -> None:
         nonlocal accepted, processed
         t0 = clock()
         checked = validator.check_batch(RecordBatch(topic, partition, tuple(records)))
@@ -460,7 +481,10 @@ def _stages(
     total = sum(times.values())
     counted_total, _ = counted(scratch.redis, namespace)
     scratch.drop_namespace(namespace)
+    profile = io.StringIO()
+    pstats.Stats(profiler, stream=profile).sort_stats("tottime").print_stats(args.profile)
     result: dict[str, Any] = {
+        "profile": _profile_table(profile.getvalue()),
         "records": processed,
         "accepted": accepted,
         "counted": counted_total,
@@ -483,6 +507,31 @@ def _stages(
         + ", ".join(f"{k} {v['share']:.0%}" for k, v in result["stages"].items())
     )
     return result
+
+
+def _profile_markdown(rows: list[list[str]] | None) -> str:
+    if not rows:
+        return ""
+    body = table(
+        ["own s", "cumulative s", "calls", "function"],
+        [[own, cum, calls, f"`{where}`"] for own, cum, calls, where in rows],
+    )
+    return (
+        "The same work under `cProfile`, the functions with the most own time "
+        "(the profiler inflates code made of many small calls; read the order, not the "
+        f"totals):\n\n{body}\n\n"
+    )
+
+
+def _profile_table(text: str) -> list[list[str]]:
+    """``pstats`` rows (own seconds, cumulative seconds, calls, function), most own time first."""
+    rows = []
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[1].replace(".", "", 1).isdigit():
+            calls, tottime, _, cumtime, _, where = parts
+            rows.append([tottime, cumtime, calls, where.replace(str(ROOT) + "/", "")])
+    return rows
 
 
 # -- the job ----------------------------------------------------------------------------
@@ -576,6 +625,7 @@ def _job(
         "steady_eps": None if steady is None else round(steady),
         "end_to_end_eps": round(events / wall),
         "job_cpu_cores": round(job_cpu / wall, 2),
+        "job_cpu_us_per_event": round(1e6 * job_cpu / events, 2),
         "service_cpu_cores": cpu_delta(services_before, services_after, wall),
         "bench_cpu_cores": round(self_cpu / wall, 2),
     }
@@ -610,6 +660,7 @@ def _others(result: dict[str, Any]) -> str:
 def markdown(summary: dict[str, Any]) -> str:
     """The benchmark's section of docs/BENCHMARKS.md, from its JSON summary."""
     args = summary["args"]
+    workload = args.get("workload", "zipf")
     produced = summary["produced"]
     ceiling = summary["ceiling"]
     ref = summary["reference"]
@@ -694,6 +745,7 @@ def markdown(summary: dict[str, Any]) -> str:
                 f"{run['processing_s']}",
                 f"{run['after_done_to_exit_s']}",
                 f"{run['job_cpu_cores']}",
+                f"{run.get('job_cpu_us_per_event', '-')}",
                 f"{services['redis']}",
                 f"{services['kafka']}",
                 f"{run.get('other_cpu_cores')}",
@@ -710,6 +762,7 @@ def markdown(summary: dict[str, Any]) -> str:
             "first progress → all counted s",
             "all counted → exit s",
             "job CPU (cores)",
+            "job CPU us per event",
             "Redis CPU",
             "Kafka CPU",
             "other processes' CPU",
@@ -727,16 +780,19 @@ def markdown(summary: dict[str, Any]) -> str:
     )
     expected = produced["expected"]
     mix = ", ".join(f"{name} {value:,}" for name, value in sorted(expected.items()))
-    return f"""## Ingest throughput (`bench/ingest.py`)
+    profile = _profile_markdown(stages.get("profile"))
+    title = "" if workload == "zipf" else f", workload `{workload}`"
+    return f"""## Ingest throughput{title} (`bench/ingest.py`)
 
 Command: `{summary["command"]}`
 
 Machine: {machine_line(summary["machine"])}
 
-Input: {args["events"]:,} records pre-produced with `lb produce` semantics into a fresh
-{PARTITIONS}-partition topic at {produced["rate"]:,}/s: game `g1` (built-in: best
-operator; all-time, weekly and daily boards), Zipf {args["zipf"]} over {args["players"]:,}
-players, {args["dup_ratio"]:.0%} duplicates, {args["bad_ratio"]:.0%} bad records ({mix}).
+Input: workload `{workload}` ({WORKLOADS[workload].summary}; see `bench/workloads.py`):
+{args["events"]:,} records pre-produced into a fresh {PARTITIONS}-partition topic at
+{produced["rate"]:,}/s: game `g1` (built-in: best operator; all-time, weekly and daily
+boards), {args["players"]:,} player ids, {args["dup_ratio"]:.0%} duplicates,
+{args["bad_ratio"]:.0%} bad records ({mix}).
 
 {main}
 
@@ -764,8 +820,8 @@ round trip per batch; no dead-letter output):
 
 {stage_table}
 
-Every job run is checked: the game's counters (applied + noop + duplicate) must equal
-the valid + duplicate records produced, and its dead-letter topic must hold exactly the
+{profile}Every job run is checked: the game's counters (applied + noop + duplicate)
+must equal the valid + duplicate records produced, and its dead-letter topic must hold exactly the
 bad records; a mismatch fails the benchmark.
 """
 
@@ -775,7 +831,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.ingest", description=__doc__)
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--players", type=int, default=1_000_000)
-    parser.add_argument("--zipf", type=float, default=1.1)
+    parser.add_argument("--workload", choices=list(WORKLOADS), default="zipf")
+    parser.add_argument(
+        "--profile", type=int, default=15, metavar="N", help="profile rows kept (stages run)"
+    )
     parser.add_argument("--dup-ratio", type=float, default=0.01)
     parser.add_argument("--bad-ratio", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=20260504)
@@ -864,7 +923,7 @@ def main(argv: list[str] | None = None) -> int:
     verified = stages["verified"] and all(
         run["verified"] for entries in runs.values() for run in entries
     )
-    return publish(SECTION, summary, markdown, verified, not args.no_doc)
+    return publish(section_of(args.workload), summary, markdown, verified, not args.no_doc)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ from domain.records import CheckedBatch
 from domain.rewinds import Rewinds
 from sinks import outcomes
 from sinks.retry import abandon, call_with_retry, give_up
+from sinks.wire import RawPipeline
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +189,14 @@ def _encode(write: GroupWrite) -> tuple[list[str], list[Any]]:
     return keys, args
 
 
+def _raise_first_error(replies: list[Any]) -> list[Any]:
+    """The replies, or the first error reply raised (after every reply was read)."""
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
 def _text(score: int | None) -> str:
     """A score for the change stream: decimal text (exact past 2**53), '' for absent."""
     return "" if score is None else str(score)
@@ -207,7 +216,9 @@ class RedisBoardStore:
         self._retry = retry
         self._stopping = stopping
         self._cluster = isinstance(client, RedisCluster)
-        self._apply = None if self._cluster else client.register_script(APPLY_GROUP)
+        # Standalone: commands packed by hiredis on one connection (sinks.wire);
+        # a cluster goes through redis-py's cluster client, which routes them.
+        self._wire = None if self._cluster else RawPipeline(client)
         self._stale_slots = False
 
     def _round_trip(self, what: str, call: Any) -> Any:
@@ -279,22 +290,25 @@ class RedisBoardStore:
         ahead of this round's reads keeps them behind the writes they describe.
         """
 
+        def commands() -> list[tuple[Any, ...]]:
+            out: list[tuple[Any, ...]] = []
+            for key, fields in progress:
+                out.append(("HSET", key, *(x for pair in fields.items() for x in pair)))
+            for lookups in many:
+                out += [("HGET", key, name) for key, name in lookups.watermarks]
+                out += [("HMGET", key, *ids) for key, ids in lookups.seen]
+                out += [("ZMSCORE", key, *players) for key, players in lookups.scores]
+                out += [("SMEMBERS", key) for key in lookups.registries]
+            out += [("HGET", key, name) for key, name in audit]
+            return out
+
         def attempt() -> list[Any]:
+            if self._wire is not None:
+                return _raise_first_error(self._wire.run(commands()))
             self._refresh_slots()
             pipe = self._client.pipeline(transaction=False)
-            for key, fields in progress:
-                pipe.hset(key, mapping=fields)
-            for lookups in many:
-                for key, name in lookups.watermarks:
-                    pipe.hget(key, name)
-                for key, ids in lookups.seen:
-                    pipe.hmget(key, ids)
-                for key, players in lookups.scores:
-                    pipe.zmscore(key, players)
-                for key in lookups.registries:
-                    pipe.smembers(key)
-            for key, name in audit:
-                pipe.hget(key, name)
+            for command in commands():
+                pipe.execute_command(*command)
             return list(pipe.execute()) if len(pipe) else []
 
         answers = self._round_trip("Redis read", attempt)
@@ -310,7 +324,8 @@ class RedisBoardStore:
                 got.seen.append([None if v is None else int(v) for v in answers[at]])
                 at += 1
             for _ in lookups.scores:
-                got.scores.append(list(answers[at]))
+                # Doubles arrive as text (RESP2); composites stay below 2**53, exact.
+                got.scores.append([None if v is None else float(v) for v in answers[at]])
                 at += 1
             for _ in lookups.registries:
                 got.registries.append(
@@ -340,11 +355,11 @@ class RedisBoardStore:
                 self._round_trip("Redis Cluster write", lambda: self._apply_cluster(encoded))
             )
 
+        wire = self._wire
+        assert wire is not None
+
         def attempt() -> list[int]:
-            pipe = self._client.pipeline(transaction=False)
-            for keys, args in encoded:
-                self._apply(keys=keys, args=args, client=pipe)  # type: ignore[misc]
-            return [int(x) for x in pipe.execute()]
+            return [int(x) for x in _raise_first_error(wire.eval_many(APPLY_GROUP, encoded))]
 
         return list(self._round_trip("Redis write", attempt))
 

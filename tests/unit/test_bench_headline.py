@@ -8,7 +8,13 @@ import pytest
 
 from bench.common import machine_line
 from bench.formatting import processes
-from bench.headline import headline_markdown, ingest_rows, reads_rows, rebuild_rows
+from bench.headline import (
+    headline_markdown,
+    ingest_rows,
+    reads_rows,
+    rebuild_rows,
+    workload_rows,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -113,3 +119,31 @@ def test_machine_line_says_uncommitted_only_when_it_was_or_is_unknown() -> None:
     assert machine_line(info).endswith("commit `abc1234` (plus uncommitted work)")
     assert machine_line({**info, "uncommitted": False}).endswith("commit `abc1234`")
     assert machine_line({**info, "uncommitted": True}).endswith("(plus uncommitted work)")
+
+
+def _shape(name: str, one: int, two: int, cpu: float) -> dict[str, Any]:
+    summary = _ingest(ref=1000, redis=2000, one=one, two=two, ceiling=5000)
+    summary["args"]["workload"] = name
+    summary["jobs"]["2"]["runs"] = [{"job_cpu_us_per_event": cpu}]
+    return summary
+
+
+def test_workload_rows_name_the_worst_and_the_best_shape_by_two_processes() -> None:
+    rows = workload_rows(
+        [
+            _shape("zipf", 40_000, 70_000, 21.5),
+            _shape("new-players", 20_000, 30_000, 48.25),
+            _shape("history", 25_000, 35_000, 40.0),
+        ]
+    )
+    assert [row[1].split(":")[0] for row in rows] == [
+        "workload `zipf` (best)",
+        "workload `new-players` (worst)",
+        "workload `history`",
+    ]
+    assert rows[1][2] == "20,000 events/s / 30,000 events/s"
+    assert rows[1][3] == "job CPU per event, 2 processes: 48.2 us"
+
+
+def test_one_workload_alone_adds_no_comparison_rows() -> None:
+    assert workload_rows([_shape("zipf", 1, 2, 3.0)]) == []
