@@ -60,10 +60,10 @@ class StreamChange:
     player: str
     old: int | None
     new: int | None
-    rank: int | None  # 1-based rank right after the write, in its own group's board
 
-    def wire(self) -> dict[str, Any]:
-        return {"playerId": self.player, "old": self.old, "new": self.new, "rank": self.rank}
+    def wire(self, rank: int | None) -> dict[str, Any]:
+        """As pushed: ``rank`` is the player's rank on the page sent with it (None: not on it)."""
+        return {"playerId": self.player, "old": self.old, "new": self.new, "rank": rank}
 
 
 def _number(text: str) -> int | None:
@@ -73,10 +73,7 @@ def _number(text: str) -> int | None:
 def parse_entry(fields: dict[Any, Any]) -> list[StreamChange]:
     """The changes of one stream entry (field ``c``: a JSON list written by the job)."""
     raw = fields.get(b"c", fields.get("c", b"[]"))
-    return [
-        StreamChange(c["w"], c["p"], _number(c["o"]), _number(c["n"]), _number(str(c["r"])))
-        for c in json.loads(raw)
-    ]
+    return [StreamChange(c["w"], c["p"], _number(c["o"]), _number(c["n"])) for c in json.loads(raw)]
 
 
 def stream_id(text: str) -> tuple[int, int]:
@@ -370,6 +367,8 @@ class Subscription:
         self.keys = tuple(GroupKeys(reader.namespace, tag).changes for tag in tags)
         self._positions: dict[str, str] = {}
         self._shown: set[str] = set()
+        #: The lowest score on the last full page (None: the page had room).
+        self._floor: int | None = None
         self._rank: dict[str, Any] | None = None
         self._window: tuple[int, str] = (-1, "")  # (valid until ms, window id)
         self.subscriber = Subscriber(
@@ -491,7 +490,10 @@ class Subscription:
         top = [c for c in mine if self._in_top(c)] if query.top else []
         if query.top and (first or top):
             page = await self._reads.top(query.game_id, window_id, query.top, version)
-            self._shown = {entry["playerId"] for entry in page["entries"]}
+            entries = page["entries"]
+            self._shown = {entry["playerId"] for entry in entries}
+            self._floor = entries[-1]["score"] if len(entries) >= query.top else None
+            ranks = {entry["playerId"]: entry["rank"] for entry in entries}
             # Subscribers of one watch usually send the very same message: encode it once.
             key = (id(page), position, *top)
             text = self._reads.encode(
@@ -500,7 +502,7 @@ class Subscription:
                     "type": "top",
                     "id": position,
                     **page,
-                    "changes": [c.wire() for c in top],
+                    "changes": [c.wire(ranks.get(c.player)) for c in top],
                 },
             )
             await send("top", position, text)
@@ -512,8 +514,14 @@ class Subscription:
                 await send("rank", position, message_text("rank", position, rank))
 
     def _in_top(self, change: StreamChange) -> bool:
-        ranked = change.rank is not None and change.rank <= self._query.top
-        return ranked or change.player in self._shown
+        """Whether a change may alter the top N.
+
+        It does when it moves a player shown on the last page, or reaches that
+        page's lowest score (ties included), or the page had room.
+        """
+        if change.player in self._shown or self._floor is None:
+            return True
+        return change.new is not None and change.new >= self._floor
 
     def _moves(self, change: StreamChange, player: str) -> bool:
         """Whether a change could have moved the player (them, or anyone at or above them)."""
