@@ -26,7 +26,7 @@ id, or ``<game>/<shard>`` for a game split over shards.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 LIVE_NAMESPACE = "lb"
 
@@ -43,14 +43,18 @@ def shard_tag(game_id: str, shard: int | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class GroupKeys:
-    """Every key of one board group (one hash tag) in one namespace."""
+    """Every key of one board group (one hash tag) in one namespace.
+
+    The prefix is built once: the job asks for board and seen-bucket keys
+    several times per event.
+    """
 
     namespace: str
     tag: str
+    prefix: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def prefix(self) -> str:
-        return f"{self.namespace}:{{{self.tag}}}:"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prefix", f"{self.namespace}:{{{self.tag}}}:")
 
     def board(self, window_id: str) -> str:
         return f"{self.prefix}{window_id}"

@@ -254,11 +254,19 @@ class BoardPlanner:
                         if (board.key, player) not in asked:
                             asked.add((board.key, player))
                             missing.setdefault(board.key, []).append(player)
-            for bucket, ids in sorted(buckets.items()):
-                # A copy within the horizon, earlier or later, sits in this bucket
-                # or one of its two neighbours.
+            # A copy within the horizon, earlier or later, sits in the record's
+            # bucket or one of its two neighbours: each bucket hash is asked once,
+            # for the ids of its own and both neighbouring buckets (a batch of a
+            # replayed history touches thousands of buckets).
+            asked_seen: dict[int, list[str]] = {}
+            for bucket, ids in buckets.items():
                 for near in (bucket - 1, bucket, bucket + 1):
-                    need.seen.append((keys.seen(near), ids))
+                    got = asked_seen.get(near)
+                    if got is None:
+                        asked_seen[near] = list(ids)
+                    else:
+                        got.extend(ids)
+            need.seen.extend((keys.seen(near), asked_seen[near]) for near in sorted(asked_seen))
             if retracts and keys.boards not in self._registries:
                 need.registries.append(keys.boards)
             need.scores.extend(missing.items())
