@@ -110,7 +110,8 @@ class Keyring(Mapping[str, bytes]):
             return None
         mac = template.copy()
         mac.update(message)
-        return mac.digest()
+        digest: bytes = mac.digest()
+        return digest
 
 
 def parse_keyring(spec: str) -> Keyring:
