@@ -8,8 +8,10 @@ writes the members, expiries, seen event ids, counters and the new watermark
 atomically. A replay after a crash therefore changes nothing twice.
 
 The sink holds no logic of its own: :class:`~domain.planner.BoardPlanner`
-decides every member and value; this module only moves them in two batched
-round trips (one read for cache misses, one write) per batch.
+decides every member and value; this module only moves them, one round trip
+per round of batches: the previous round's write answers and this round's
+reads come back together, and this round's writes leave without waiting, so
+Redis works while the worker validates and plans the next batch.
 
 Outages: a dropped connection, a timeout (``LB_REDIS_TIMEOUT_S``), Redis
 loading its AOF after a restart, or a cluster failing over makes the sink wait
@@ -37,6 +39,7 @@ from typing import Any
 import redis
 from bytewax.outputs import DynamicSink, StatelessSinkPartition
 from redis.cluster import RedisCluster
+from redis.exceptions import NoScriptError
 
 from domain.backoff import Backoff
 from domain.errors import RetryBudgetExceeded, ServiceError, StopRequested
@@ -235,6 +238,9 @@ class RedisBoardStore:
         # Standalone: commands packed by hiredis on one connection (sinks.wire);
         # a cluster goes through redis-py's cluster client, which routes them.
         self._wire = None if self._cluster else RawPipeline(client)
+        #: Encoded group writes sent without waiting (see send_writes).
+        self._inflight: list[tuple[list[str], list[Any]]] | None = None
+        self._inflight_sent = False
         self._stale_slots = False
 
     def _round_trip(self, what: str, call: Any) -> Any:
@@ -302,8 +308,59 @@ class RedisBoardStore:
     ) -> tuple[list[LookupResults], list[int | None]]:
         """One round trip: write ``progress`` hashes, answer ``many``, read ``audit`` watermarks.
 
-        The progress hashes describe writes acknowledged earlier, so sending them
-        ahead of this round's reads keeps them behind the writes they describe.
+        Only with no writes in flight (:meth:`drain` them first): their answers
+        would be lost here. The board sink itself uses :meth:`exchange`.
+        """
+        if self._inflight is not None:
+            raise RuntimeError("writes are in flight: exchange() or drain() them first")
+        results, stored, _ = self.exchange(many, progress, audit)
+        return results, stored
+
+    def send_writes(self, plans: Sequence[WritePlan]) -> list[int] | None:
+        """Start writing the groups of ``plans``; None when the answers come later.
+
+        On a standalone Redis the writes leave now and the answers come with the
+        next :meth:`exchange` (or :meth:`drain`): the worker validates and plans
+        its next batch while Redis applies them, and one connection keeps them
+        ahead of the next round's reads, so those reads see them. A send that
+        fails is sent again by that exchange. A cluster writes at once and the
+        answers are returned (as from :meth:`apply_many`).
+        """
+        if self._wire is None:
+            return self.apply_many(plans)
+        if self._inflight is not None:
+            raise RuntimeError("writes are already in flight: exchange() or drain() them first")
+        groups = [write for plan in plans for write in plan.groups]
+        if not groups:
+            return []
+        self._inflight = [_encode(write) for write in groups]
+        self._inflight_sent = False
+        try:
+            self._wire.send(self._wire.evals(APPLY_GROUP, self._inflight))
+            self._inflight_sent = True
+        except TRANSIENT as exc:
+            log.info("Redis write not sent (%s); sending it with the next round trip", exc)
+        return None
+
+    def drain(self) -> list[int] | None:
+        """The answers of the writes in flight (None when there are none)."""
+        if self._inflight is None:
+            return None
+        return self.exchange([])[2]
+
+    def exchange(
+        self,
+        many: Sequence[Lookups],
+        progress: Sequence[tuple[str, dict[str, int]]] = (),
+        audit: Sequence[tuple[str, str]] = (),
+    ) -> tuple[list[LookupResults], list[int | None], list[int] | None]:
+        """One round trip: settle the writes in flight, then as :meth:`read_many_and_audit`.
+
+        Returns the lookups' results, the audited watermarks and the answers of
+        the writes that were in flight (None when there were none). Redis runs
+        the writes first, so the reads see them; the progress hashes describe
+        writes acknowledged in earlier rounds, so sending them ahead of this
+        round's reads keeps them behind the writes they describe.
         """
 
         def commands() -> list[tuple[Any, ...]]:
@@ -318,16 +375,36 @@ class RedisBoardStore:
             out += [("HGET", key, name) for key, name in audit]
             return out
 
+        inflight = self._inflight
+        wire = self._wire
+        written: list[int] | None = None
+
         def attempt() -> list[Any]:
-            if self._wire is not None:
-                return _raise_first_error(self._wire.run(commands()))
-            self._refresh_slots()
-            pipe = self._client.pipeline(transaction=False)
-            for command in commands():
-                pipe.execute_command(*command)
-            return list(pipe.execute()) if len(pipe) else []
+            nonlocal written
+            if wire is None:
+                self._refresh_slots()
+                pipe = self._client.pipeline(transaction=False)
+                for command in commands():
+                    pipe.execute_command(*command)
+                return list(pipe.execute()) if len(pipe) else []
+            if inflight is None:
+                return _raise_first_error(wire.run(commands()))
+            if not self._inflight_sent:  # a failed send or attempt: send the writes again
+                wire.send(wire.evals(APPLY_GROUP, inflight))
+            self._inflight_sent = False  # until this attempt has every answer
+            replies = wire.run(commands())
+            answers, reads = replies[: len(inflight)], replies[len(inflight) :]
+            if any(isinstance(reply, NoScriptError) for reply in answers):
+                # Redis restarted or flushed its scripts: load it, send everything again.
+                wire.forget(APPLY_GROUP)
+                wire.send(wire.evals(APPLY_GROUP, inflight))
+                replies = wire.run(commands())
+                answers, reads = replies[: len(inflight)], replies[len(inflight) :]
+            written = [int(x) for x in _raise_first_error(answers)]
+            return _raise_first_error(reads)
 
         answers = self._round_trip("Redis read", attempt)
+        self._inflight = None
         out: list[LookupResults] = []
         at = len(progress)
         for lookups in many:
@@ -350,7 +427,7 @@ class RedisBoardStore:
                 at += 1
             out.append(got)
         stored = [None if value is None else int(value) for value in answers[at:]]
-        return out, stored
+        return out, stored, written
 
     def apply(self, plan: WritePlan) -> list[int]:
         """Write every group of ``plan``; returns 1 per applied group, 0 per skipped replay."""
@@ -365,6 +442,8 @@ class RedisBoardStore:
         groups = [write for plan in plans for write in plan.groups]
         if not groups:
             return []
+        if self._inflight is not None:
+            raise RuntimeError("writes are in flight: exchange() or drain() them first")
         encoded = [_encode(write) for write in groups]
         if self._cluster:
             return list(
@@ -429,6 +508,8 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
         #: and the partitions whose progress hash is behind.
         self._acked: dict[tuple[str, int], int] = {}
         self._dirty: set[tuple[str, int]] = set()
+        #: The batches whose writes were sent and not answered yet, with their plans.
+        self._inflight: list[tuple[CheckedBatch, WritePlan]] = []
 
     def write_batch(self, items: Sequence[CheckedBatch]) -> None:
         """Project every batch (see :meth:`_write`); an outage past its budget ends the job."""
@@ -438,14 +519,22 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
             give_up(exc)
 
     def _write(self, items: Sequence[CheckedBatch]) -> None:
-        """Project every batch, acknowledged by Redis before this returns.
+        """Project every batch; the last round's writes are still in flight on return.
 
-        Returning only after the writes are acknowledged is what keeps Bytewax
-        from snapshotting source offsets past unwritten records. Batches of
-        different partitions touch disjoint players and watermark fields, so a
-        round of at most one batch per partition shares one read and one write
-        round trip; a second batch of a partition waits for the next round
-        because it must see the first one's values.
+        Batches of different partitions touch disjoint players and watermark
+        fields, so a round of at most one batch per partition shares one round
+        trip: it takes the answers to the previous round's writes and reads what
+        this round needs, then this round's writes leave without waiting
+        (:meth:`RedisBoardStore.send_writes`), so Redis applies them while the
+        worker validates and plans what comes next. A second batch of a
+        partition waits for the next round because it must see the first one's
+        values (the cache has them at once; Redis before any later read).
+
+        Bytewax may therefore snapshot a source offset past writes not yet
+        acknowledged. That is safe because a restart never trusts the snapshot
+        alone: it resumes from ``@ + 1`` of the progress hash at the latest
+        (:func:`domain.healing.resume_offset`), and ``@`` only ever covers
+        acknowledged batches; re-applying what did land is a no-op.
 
         When Redis refuses a write (its watermark is not what the plan was
         based on) or the periodic audit finds a watermark below what this
@@ -454,9 +543,12 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
         first lost offset, and drops that partition's batches until the
         re-read ones arrive (:mod:`domain.healing`).
         """
-        for batch in items:
-            if (batch.topic, batch.partition) not in self._acked:
-                self._seed(batch)
+        if any((batch.topic, batch.partition) not in self._acked for batch in items):
+            # Seeding reads on its own round trip: settle what is in flight first.
+            self._settle(self._store.drain())
+            for batch in items:
+                if (batch.topic, batch.partition) not in self._acked:
+                    self._seed(batch)
         pending = [batch for batch in items if self._current(batch)]
         while pending:
             round_: list[CheckedBatch] = []
@@ -471,9 +563,12 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
                 )
             audit_pairs = self._audit_due()
             lookups = [self._planner.lookups(batch) for batch in round_]
-            results, stored = self._store.read_many_and_audit(
+            results, stored, settled = self._store.exchange(
                 lookups, self._take_progress(), audit_pairs
             )
+            if self._settle(settled):
+                pending = [batch for batch in pending if self._current(batch)]
+                continue  # the reads may predate the healing: plan the round again
             if audit_pairs:
                 beliefs = self._planner.beliefs()
                 found = audit(
@@ -488,29 +583,49 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
             for batch, need, got in zip(round_, lookups, results, strict=True):
                 self._planner.remember_registries(need, got)
                 plans.append(self._planner.plan(batch, got, need))
-            answers = iter(self._store.apply_many(plans))
-            refused: dict[tuple[str, str], int] = {}
-            restart: dict[str, int] = {}
-            for batch, plan in zip(round_, plans, strict=True):
-                lost = False
-                for write in plan.groups:
-                    if refused_at(next(answers)) is not None:
-                        lost = True
-                        refused[(write.keys.watermarks, write.watermark[0])] = write.expected
-                if lost:
-                    restart[watermark_field(batch.topic, batch.partition)] = batch.first_offset
-                else:
-                    self._planner.commit(plan)
-                    self._acknowledge(batch, plan)
-                    outcomes.add_board_outcomes([plan.totals()])
-            if refused:
-                self._heal_refused(refused, restart)
+            # The next round's plans build on these values before Redis has
+            # answered: it applies them before anything sent later, and a refusal
+            # heals, which forgets every cached value.
+            for plan in plans:
+                self._planner.commit(plan)
+            self._inflight = list(zip(round_, plans, strict=True))
+            if self._settle(self._store.send_writes(plans)):
                 pending = [batch for batch in later if self._current(batch)]
                 continue
             pending = later
 
+    def _settle(self, answers: list[int] | None) -> bool:
+        """Take the answers to the writes sent last; True when Redis refused some (healed).
+
+        An applied batch is acknowledged (its offset may enter the progress
+        hash); a refused one means Redis lost writes (see :meth:`_write`).
+        ``None`` means nothing was in flight or the answers are still to come.
+        """
+        if answers is None:
+            return False
+        inflight, self._inflight = self._inflight, []
+        replies = iter(answers)
+        refused: dict[tuple[str, str], int] = {}
+        restart: dict[str, int] = {}
+        for batch, plan in inflight:
+            lost = False
+            for write in plan.groups:
+                if refused_at(next(replies)) is not None:
+                    lost = True
+                    refused[(write.keys.watermarks, write.watermark[0])] = write.expected
+            if lost:
+                restart[watermark_field(batch.topic, batch.partition)] = batch.first_offset
+            else:
+                self._acknowledge(batch, plan)
+                outcomes.add_board_outcomes([plan.totals()])
+        if not refused:
+            return False
+        self._heal_refused(refused, restart)
+        return True
+
     def close(self) -> None:
-        """Leave the progress hashes current for the next start."""
+        """Settle the writes in flight and leave the progress hashes current for the next start."""
+        self._settle(self._store.drain())
         self._store.write_progress(self._take_progress())
 
     # -- healing -------------------------------------------------------------------

@@ -26,37 +26,72 @@ import redis
 from redis.exceptions import NoScriptError, ResponseError
 
 Command = Sequence[str | bytes | int | float]
+#: One script call: its keys and its arguments.
+Call = tuple[Sequence[str], Sequence[Any]]
 
 
 class RawPipeline:
-    """Sends packed commands on one pooled connection of ``client``; replies in order."""
+    """Sends packed commands on one pooled connection of ``client``; replies in order.
+
+    :meth:`send` lets commands leave now and their replies wait: the next
+    :meth:`run` sends its own commands on the same connection, behind them,
+    and reads every reply, so Redis applies the earlier commands while the
+    caller does other work, and before anything sent later.
+    """
 
     def __init__(self, client: redis.Redis) -> None:
         self._pool = client.connection_pool
         self._shas: dict[str, str] = {}
+        self._held: Any = None
+        self._unread = 0
+
+    def send(self, commands: Sequence[Command]) -> None:
+        """Send ``commands`` now; their replies come first in the next :meth:`run`."""
+        if commands:
+            self._exchange(commands, read=False)
 
     def run(self, commands: Sequence[Command]) -> list[Any]:
-        """Every command's reply, in order (an error reply as a ``ResponseError``)."""
-        if not commands:
-            return []
+        """The replies to what :meth:`send` left unread, then to ``commands``, in order.
+
+        An error reply is returned in place as a ``ResponseError``.
+        """
+        return self._exchange(commands, read=True)
+
+    def _exchange(self, commands: Sequence[Command], read: bool) -> list[Any]:
         pack = hiredis.pack_command
         packed = [pack(tuple(command)) for command in commands]  # type: ignore[arg-type]
-        conn = self._pool.get_connection()
+        conn = self._held
+        if conn is None:
+            if not packed:
+                return []
+            conn = self._held = self._pool.get_connection()
         try:
-            conn.send_packed_command(packed)  # type: ignore[no-untyped-call]
+            if packed:
+                conn.send_packed_command(packed)
+            self._unread += len(packed)
+            if not read:
+                return []
             replies: list[Any] = []
-            for _ in packed:
+            while self._unread:
                 try:
                     replies.append(conn.read_response())
                 except ResponseError as exc:
                     replies.append(exc)
+                self._unread -= 1
         except BaseException:
-            # A half-read reply stream cannot be reused: drop the connection.
-            conn.disconnect()  # type: ignore[no-untyped-call]
+            # A half-read reply stream cannot be reused, and what was sent on it
+            # is in doubt: drop the connection; the caller sends again.
+            conn.disconnect()
+            self._release()
             raise
-        finally:
-            self._pool.release(conn)
+        self._release()
         return replies
+
+    def _release(self) -> None:
+        if self._held is not None:
+            self._pool.release(self._held)
+        self._held = None
+        self._unread = 0
 
     def sha(self, script: str) -> str:
         """The script's SHA1, loading it into Redis the first time."""
@@ -68,18 +103,25 @@ class RawPipeline:
             sha = self._shas[script] = reply.decode() if isinstance(reply, bytes) else str(reply)
         return sha
 
-    def eval_many(
-        self, script: str, calls: Sequence[tuple[Sequence[str], Sequence[Any]]]
-    ) -> list[Any]:
+    def forget(self, script: str) -> None:
+        """Redis answered NOSCRIPT: load ``script`` again before its next use."""
+        self._shas.pop(script, None)
+
+    def evals(self, script: str, calls: Sequence[Call]) -> list[Command]:
+        """``EVALSHA`` commands of ``script``, one per ``(keys, args)`` (loading it if needed)."""
+        sha = self.sha(script)
+        return [("EVALSHA", sha, len(keys), *keys, *args) for keys, args in calls]
+
+    def eval_many(self, script: str, calls: Sequence[Call]) -> list[Any]:
         """``EVALSHA`` of ``script`` once per ``(keys, args)``; loads it again after NOSCRIPT.
 
         Re-running every call after a NOSCRIPT is only safe for a script that is
         idempotent per call, as the board writes are (their watermark guard).
         """
+        replies: list[Any] = []
         for _ in range(2):
-            sha = self.sha(script)
-            replies = self.run([("EVALSHA", sha, len(keys), *keys, *args) for keys, args in calls])
+            replies = self.run(self.evals(script, calls))
             if not any(isinstance(reply, NoScriptError) for reply in replies):
                 return replies
-            self._shas.pop(script, None)
+            self.forget(script)
         return replies

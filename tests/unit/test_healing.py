@@ -105,10 +105,43 @@ def test_rewinds_merge_into_the_lowest_offset_and_start_one_generation() -> None
 
 
 class ModelStore:
-    """``RedisBoardStore``'s interface over the in-memory model (no client, no mock)."""
+    """``RedisBoardStore``'s interface over the in-memory model (no client, no mock).
+
+    Writes sent with :meth:`send_writes` stay in flight, as on a standalone
+    Redis, until the next :meth:`exchange` or :meth:`drain` applies them and
+    answers; a crash decides whether Redis had received them (:meth:`crash`).
+    """
 
     def __init__(self, model: BoardModel) -> None:
         self.model = model
+        self.inflight: list[WritePlan] | None = None
+
+    def send_writes(self, plans: list[WritePlan]) -> list[int] | None:
+        assert self.inflight is None
+        self.inflight = list(plans)
+        return None
+
+    def exchange(
+        self,
+        many: list[Lookups],
+        progress: list[tuple[str, dict[str, int]]] = [],  # noqa: B006
+        audit: list[tuple[str, str]] = [],  # noqa: B006
+    ) -> tuple[list[LookupResults], list[int | None], list[int] | None]:
+        written = self.drain()
+        for key, fields in progress:
+            self.model.hashes.setdefault(key, {}).update(fields)
+        results = [self.model.read(lookups) for lookups in many]
+        return results, self.read_watermarks(audit), written
+
+    def drain(self) -> list[int] | None:
+        plans, self.inflight = self.inflight, None
+        return None if plans is None else self.apply_many(plans)
+
+    def crash(self, delivered: bool) -> None:
+        """The process died with writes in flight: Redis had them, or never saw them."""
+        if delivered:
+            self.drain()
+        self.inflight = None
 
     def read_many_and_audit(
         self,
@@ -116,10 +149,9 @@ class ModelStore:
         progress: list[tuple[str, dict[str, int]]] = [],  # noqa: B006
         audit: list[tuple[str, str]] = [],  # noqa: B006
     ) -> tuple[list[LookupResults], list[int | None]]:
-        for key, fields in progress:
-            self.model.hashes.setdefault(key, {}).update(fields)
-        results = [self.model.read(lookups) for lookups in many]
-        return results, self.read_watermarks(audit)
+        assert self.inflight is None, "writes in flight would be lost"
+        results, stored, _ = self.exchange(many, progress, audit)
+        return results, stored
 
     def read_watermarks(self, pairs: list[tuple[str, str]]) -> list[int | None]:
         return [self.model.hashes.get(key, {}).get(name) for key, name in pairs]
@@ -259,6 +291,7 @@ def simulate(scn: Scenario, rnd: random.Random, losses: int, crashes: int) -> Wo
         elif roll < 0.06 and crash_left:
             crash_left -= 1
             flight.clear()
+            sink._store.crash(delivered=rnd.random() < 0.5)
             rewinds = Rewinds()
             sink = _sink(world, rewinds, clock)
             for p, reader in readers.items():
