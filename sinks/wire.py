@@ -67,7 +67,9 @@ class RawPipeline:
             conn = self._held = self._pool.get_connection()
         try:
             if packed:
-                conn.send_packed_command(packed)
+                # No health check (a PING) while replies are unread: it would
+                # read one of them as its PONG.
+                conn.send_packed_command(packed, check_health=not self._unread)
             self._unread += len(packed)
             if not read:
                 return []
