@@ -13,6 +13,7 @@ package ships, so no CDN is needed.
 from __future__ import annotations
 
 import importlib.util
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -111,6 +112,21 @@ class BodyLimits:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+#: How ``lb serve --workers`` hands ``--max-body`` to its worker processes.
+MAX_BODY_ENV = "LB_SERVE_MAX_BODY"
+
+
+def app_from_environment() -> Any:
+    """The app of one ``lb serve --workers N`` process (uvicorn's factory import string).
+
+    Worker processes are spawned fresh, so they rebuild the app from the
+    environment they inherit instead of receiving the parent's objects.
+    """
+    return create_app(
+        Settings.from_env(), max_body=int(os.environ.get(MAX_BODY_ENV, MAX_BODY_BYTES))
+    )
 
 
 def create_app(

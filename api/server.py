@@ -14,6 +14,7 @@ import socket
 from typing import Any
 
 import uvicorn
+from uvicorn.supervisors import Multiprocess
 
 from domain.errors import ConfigError, ServiceError
 
@@ -57,15 +58,17 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{shown}:{port}"
 
 
-def make_server(app: Any, *, quiet: bool = False) -> uvicorn.Server:
-    """A uvicorn server for ``app`` (run it with ``server.run(sockets=[bind(...)])``).
+def make_config(app: Any, *, quiet: bool = False, workers: int = 1) -> uvicorn.Config:
+    """The uvicorn settings for ``app`` (an ASGI app, or a factory's import string).
 
     HTTP/1.1 keep-alive via httptools, WebSockets via the ``websockets``
     library (whose sends wait for the socket to drain, so a slow subscriber's
     send times out instead of buffering without bound).
     """
-    config = uvicorn.Config(
+    return uvicorn.Config(
         app,
+        factory=isinstance(app, str),
+        workers=workers,
         http="httptools",
         ws="websockets-sansio",
         lifespan="on",
@@ -74,4 +77,28 @@ def make_server(app: Any, *, quiet: bool = False) -> uvicorn.Server:
         timeout_keep_alive=30,
         server_header=False,
     )
-    return uvicorn.Server(config)
+
+
+def make_server(app: Any, *, quiet: bool = False) -> uvicorn.Server:
+    """A uvicorn server for ``app`` (run it with ``server.run(sockets=[bind(...)])``)."""
+    return uvicorn.Server(make_config(app, quiet=quiet))
+
+
+def serve_workers(factory: str, sock: socket.socket, workers: int, *, quiet: bool = False) -> None:
+    """Serve ``sock`` from ``workers`` processes, each building its app from ``factory``.
+
+    uvicorn's own supervisor: the processes share the one listening socket (the
+    kernel spreads connections over them), a worker that dies is replaced, and
+    SIGINT/SIGTERM stop them all. One Python process serves about one core;
+    this is how the API uses the others.
+    """
+    config = make_config(factory, quiet=quiet, workers=workers)
+    Multiprocess(config, sockets=[sock]).run()
+
+
+def parse_workers(text: str | int) -> int:
+    """``--workers``: 1..64 processes; ConfigError otherwise."""
+    raw = str(text).strip()
+    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= 64:
+        raise ConfigError(f"--workers must be a number in 1..64, got {str(text)[:20]!r}")
+    return int(raw)

@@ -10,12 +10,22 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
 import signal
 import sys
 from types import FrameType
 
-from api.app import MAX_BODY_BYTES, create_app
-from api.server import DEFAULT_HOST, DEFAULT_PORT, bind, make_server, parse_port, url_of
+from api.app import MAX_BODY_BYTES, MAX_BODY_ENV, create_app
+from api.server import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    bind,
+    make_server,
+    parse_port,
+    parse_workers,
+    serve_workers,
+    url_of,
+)
 from config.settings import Settings
 
 
@@ -30,8 +40,9 @@ def _is_loopback(host: str) -> bool:
 
 def _serve(args: argparse.Namespace) -> int:
     port = parse_port(args.port)
+    workers = parse_workers(args.workers)
     settings = Settings.from_env()
-    app = create_app(settings, max_body=args.max_body)
+    app = create_app(settings, max_body=args.max_body) if workers == 1 else None
     sock = bind(args.host, port)
     if not _is_loopback(args.host):
         print(
@@ -44,6 +55,13 @@ def _serve(args: argparse.Namespace) -> int:
         f"lb serve: {url} (live page at {url}/, docs at {url}/docs, OpenAPI at {url}/openapi.json)",
         file=sys.stderr,
     )
+    if app is None:
+        os.environ[MAX_BODY_ENV] = str(args.max_body)
+        try:
+            serve_workers("api.app:app_from_environment", sock, workers, quiet=args.quiet)
+        finally:
+            sock.close()
+        return 0
     server = make_server(app, quiet=args.quiet)
     # uvicorn stops gracefully on SIGINT/SIGTERM, then re-raises the signal with the
     # handlers it found: make that re-raise a clean exit 0, like ``lb run``'s.
@@ -83,6 +101,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         type=int,
         default=MAX_BODY_BYTES,
         help=f"largest request body in bytes (default {MAX_BODY_BYTES})",
+    )
+    serve.add_argument(
+        "--workers",
+        default="1",
+        help="processes serving the port (default 1; about one per core helps reads)",
     )
     serve.add_argument("--quiet", action="store_true", help="no access log on stderr")
     serve.set_defaults(handler=_serve)
