@@ -121,12 +121,13 @@ def old_worktree(rev: str) -> Iterator[Path]:
 
 
 @contextmanager
-def server(env: dict[str, str], cwd: Path, log_path: Path) -> Iterator[str]:
+def server(env: dict[str, str], cwd: Path, log_path: Path, workers: int = 1) -> Iterator[str]:
     """``lb serve`` of the checkout at ``cwd`` on a free loopback port; its base URL."""
     port = free_port()
     logf = log_path.open("wb")
+    extra = ["--workers", str(workers)] if workers > 1 else []
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lb.cli", "serve", "--port", str(port), "--quiet"],
+        [sys.executable, "-m", "lb.cli", "serve", "--port", str(port), "--quiet", *extra],
         cwd=cwd,
         env={**env, "PYTHONPATH": str(cwd)},
         stdout=logf,
@@ -424,6 +425,8 @@ def push_latency(
 def markdown(summary: dict[str, Any]) -> str:
     """The BENCHMARKS.md section."""
     new, old = summary["new"], summary.get("old") or {}
+    multi = summary.get("new_workers") or {}
+    workers = summary.get("workers", 1)
     pushes = summary["push"]
 
     def ms(value: float | None) -> str:
@@ -436,29 +439,37 @@ def markdown(summary: dict[str, Any]) -> str:
         (
             "keep-alive top-10 p50, 4 connections",
             ms(new["keepalive"]["p50_ms"]),
+            ms(multi.get("keepalive", {}).get("p50_ms")),
             ms(old.get("keepalive", {}).get("p50_ms")),
             ratio(old.get("keepalive", {}).get("p50_ms"), new["keepalive"]["p50_ms"]),
         ),
         (
             "keep-alive top-10 p99, 4 connections",
             ms(new["keepalive"]["p99_ms"]),
+            ms(multi.get("keepalive", {}).get("p99_ms")),
             ms(old.get("keepalive", {}).get("p99_ms")),
             ratio(old.get("keepalive", {}).get("p99_ms"), new["keepalive"]["p99_ms"]),
         ),
         (
             "top-10 requests/s, `wrk -t2 -c32`",
             fmt_int(new["wrk_top"]["requests_per_s"]),
+            fmt_int(multi.get("wrk_top", {}).get("requests_per_s")),
             fmt_int(old.get("wrk_top", {}).get("requests_per_s")),
             ratio(new["wrk_top"]["requests_per_s"], old.get("wrk_top", {}).get("requests_per_s")),
         ),
         (
             "acknowledged events/s, 32 clients",
             fmt_int(new["intake"]["requests_per_s"]),
+            fmt_int(multi.get("intake", {}).get("requests_per_s")),
             fmt_int(old.get("intake", {}).get("requests_per_s")),
             ratio(new["intake"]["requests_per_s"], old.get("intake", {}).get("requests_per_s")),
         ),
     ]
-    table = "\n".join(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows)
+    table = "\n".join(f"| {a} | {b} | {m} | {c} | {d} |" for a, b, m, c, d in rows)
+    header = (
+        f"| measure | FastAPI + uvicorn | the same, `--workers {workers}` | old `http.server` "
+        "| ratio (1 worker / old) |"
+    )
     push_rows = "\n".join(
         f"| {p['subscribers']:,} ({p['connected']:,}) | {fmt_int(p['background_events'])} | "
         f"{ms(p['p50_ms'])} | {ms(p['p99_ms'])} | {ms(p['max_ms'])} | "
@@ -471,8 +482,8 @@ def markdown(summary: dict[str, Any]) -> str:
 revision `{summary["old_rev"]}` (the `http.server` API), run from a temporary git worktree
 against the same Redis board ({SEED_PLAYERS:,} players) and the same Kafka.
 
-| measure | FastAPI + uvicorn | old `http.server` | ratio |
-| --- | --- | --- | --- |
+{header}
+| --- | --- | --- | --- | --- |
 {table}
 
 Keep-alive: 4 threads, each reusing one connection for {summary["keepalive_seconds"]} s
@@ -513,6 +524,9 @@ def main(argv: list[str] | None = None) -> int:
         help="subscriber counts, one push run each (default 1000,200)",
     )
     parser.add_argument("--rate", type=int, default=5000, help="background events/s")
+    parser.add_argument(
+        "--workers", type=int, default=2, help="also measure `lb serve --workers N` (1: skip)"
+    )
     parser.add_argument("--push-seconds", type=int, default=20)
     parser.add_argument("--no-doc", action="store_true", help="print the JSON only")
     parser.add_argument(
@@ -547,9 +561,14 @@ def main(argv: list[str] | None = None) -> int:
             log(f"{base}: intake {out['intake']['requests_per_s']:.0f}/s")
             return out
 
+        summary["workers"] = args.workers
         if not args.push_only:
             with server(env, ROOT, scratch.state_dir / "new.log") as base:
                 summary["new"] = measure(base)
+            if args.workers > 1:
+                log_path = scratch.state_dir / "workers.log"
+                with server(env, ROOT, log_path, workers=args.workers) as base:
+                    summary["new_workers"] = measure(base)
         if args.old_rev and not args.push_only:
             with (
                 old_worktree(args.old_rev) as tree,
