@@ -92,8 +92,12 @@ def workload_rows(summaries: Sequence[Mapping[str, Any]]) -> list[list[str]]:
 
 
 def _cpu(run: Mapping[str, Any]) -> str:
+    """Whole-run CPU per event (start-up included), and steady state's when measured."""
     value = run.get("job_cpu_us_per_event")
-    return "-" if value is None else f"{value:.1f} us"
+    if value is None:
+        return "-"
+    steady = run.get("job_steady_cpu_us_per_event")
+    return f"{value:.1f} us" + ("" if steady is None else f" ({steady:.1f} us steady)")
 
 
 def freshness_rows(summaries: Sequence[Mapping[str, Any]]) -> list[list[str]]:

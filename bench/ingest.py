@@ -79,6 +79,7 @@ from bench.common import (
     run_id,
     self_cpu_s,
     service_cpu_s,
+    session_cpu_s,
     table,
     topic_records,
 )
@@ -564,6 +565,8 @@ def _job(
     t_first: float | None = None
     first_count = 0
     t_done: float | None = None
+    # The job's CPU while it processes (start-up excluded), from its processes' /proc stats.
+    cpu_first = cpu_done = 0.0
     last_total = 0
     last_log = t_start
     while True:
@@ -579,8 +582,10 @@ def _job(
         last_total = total
         if total and t_first is None:
             t_first, first_count = now, total
+            cpu_first = session_cpu_s(job.proc.pid)
         if total >= expected and t_done is None:
             t_done = now
+            cpu_done = session_cpu_s(job.proc.pid)
         if code is not None:
             break
         if now - last_log > 5:
@@ -626,6 +631,12 @@ def _job(
         "end_to_end_eps": round(events / wall),
         "job_cpu_cores": round(job_cpu / wall, 2),
         "job_cpu_us_per_event": round(1e6 * job_cpu / events, 2),
+        # Steady: CPU between first progress and all counted, over the events counted then.
+        "job_steady_cpu_us_per_event": (
+            round(1e6 * (cpu_done - cpu_first) / (events * (expected - first_count) / expected), 2)
+            if t_done is not None and expected > first_count and cpu_done > cpu_first
+            else None
+        ),
         "service_cpu_cores": cpu_delta(services_before, services_after, wall),
         "bench_cpu_cores": round(self_cpu / wall, 2),
     }
@@ -745,7 +756,8 @@ def markdown(summary: dict[str, Any]) -> str:
                 f"{run['processing_s']}",
                 f"{run['after_done_to_exit_s']}",
                 f"{run['job_cpu_cores']}",
-                f"{run.get('job_cpu_us_per_event', '-')}",
+                f"{run.get('job_cpu_us_per_event', '-')} / "
+                f"{run.get('job_steady_cpu_us_per_event') or '-'}",
                 f"{services['redis']}",
                 f"{services['kafka']}",
                 f"{run.get('other_cpu_cores')}",
@@ -762,7 +774,7 @@ def markdown(summary: dict[str, Any]) -> str:
             "first progress → all counted s",
             "all counted → exit s",
             "job CPU (cores)",
-            "job CPU us per event",
+            "job CPU us per event (whole run / steady)",
             "Redis CPU",
             "Kafka CPU",
             "other processes' CPU",
