@@ -25,6 +25,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from domain.events import EventKind
 from domain.games import GameConfig, Operator
@@ -134,12 +135,12 @@ class LookupResults:
     registries: list[set[str]] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
+class Change(NamedTuple):
     """One member's change on one board, as the live pushes announce it.
 
     Scores are decoded (not composites); ``None`` means "not on the board"
     (``old`` is also ``None`` when a RETRACT removed a value it never read).
+    A NamedTuple: a batch of new players makes one per board per player.
     """
 
     window_id: str

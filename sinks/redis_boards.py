@@ -202,10 +202,19 @@ def _change_json(change: Change) -> str:
     commandstats`` on the new-players workload). Readers that need ranks ask
     the board (the push server does, once per page).
     """
+    window = _WINDOW_JSON.get(change.window_id)
+    if window is None:
+        if len(_WINDOW_JSON) > 10_000:
+            _WINDOW_JSON.clear()
+        window = _WINDOW_JSON[change.window_id] = '{"w":' + _json_text(change.window_id)
     return (
-        f'{{"w":{_json_text(change.window_id)},"p":{_json_text(change.player_id)},'
+        f'{window},"p":{_json_text(change.player_id)},'
         f'"o":"{_text(change.old)}","n":"{_text(change.new)}"}}'
     )
+
+
+#: ``{"w":<window id>`` per window id: a handful of windows carry every change.
+_WINDOW_JSON: dict[str, str] = {}
 
 
 def _raise_first_error(replies: list[Any]) -> list[Any]:
