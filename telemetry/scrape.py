@@ -80,6 +80,7 @@ def processes(state_dir: Path, interval_s: float = 1.0) -> dict[str, list[dict[s
     for entry in apis:
         doc = {k: entry[k] for k in ("pid", "metrics") if k in entry}
         doc["url"] = f"http://{entry['address']}/"
-        doc["ready"] = bool(health(entry["address"], "readyz").get("ok"))
+        answer = health(entry["address"], "readyz")
+        doc["ready"] = answer.get("ok") is True or answer.get("status") == "ok"
         out_apis.append(doc)
     return {"jobs": out_jobs, "api": out_apis}

@@ -17,6 +17,7 @@ from types import FrameType
 from api.app import MAX_BODY_BYTES, create_app
 from api.server import DEFAULT_HOST, DEFAULT_PORT, bind, make_server, parse_port, url_of
 from config.settings import Settings
+from telemetry import server as server_registry
 
 
 def _is_loopback(host: str) -> bool:
@@ -40,6 +41,14 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     url = url_of(sock)
+    host, bound = sock.getsockname()[:2]
+    server_registry.register(
+        settings.state_dir,
+        "api",
+        host,
+        bound,
+        {"topic": settings.topic, "namespace": settings.namespace},
+    )
     print(
         f"lb serve: {url} (live page at {url}/, docs at {url}/docs, OpenAPI at {url}/openapi.json)",
         file=sys.stderr,
