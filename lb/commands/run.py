@@ -18,6 +18,8 @@ import signal
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from types import FrameType
 
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
@@ -29,6 +31,9 @@ from flows import preflight
 from flows.scoreboard import FLOW_ID
 
 RECOVERY_PARTITIONS = 4
+
+#: How often ``launch`` calls its ``watch`` while the processes run.
+WATCH_EVERY_S = 0.5
 
 
 def ensure_dead_letter_topic(settings: Settings, partitions: int, topics: dict[str, int]) -> None:
@@ -94,13 +99,19 @@ def bytewax_argv(
     return argv
 
 
-def launch(args: argparse.Namespace, flow_call: str, flow: str) -> int:
+def launch(
+    args: argparse.Namespace,
+    flow_call: str,
+    flow: str,
+    watch: Callable[[], None] | None = None,
+) -> int:
     """Check, then start the Bytewax process(es) of ``flow_call`` and wait for them.
 
     Settings, games and keys are checked before anything else; ``--dry-run``
     stops there and prints the commands, touching no service and no file.
     Otherwise Redis and Kafka are asked once (a mistake costs seconds, not the
     retry budget) before the dead-letter topic and the recovery store are made.
+    ``watch`` is called about twice a second while the processes run (a progress bar).
     """
     settings = Settings.from_env()
     config = preflight.job_config(settings)
@@ -137,6 +148,9 @@ def launch(args: argparse.Namespace, flow_call: str, flow: str) -> int:
 
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
+    while watch is not None and any(child.poll() is None for child in children):
+        watch()
+        time.sleep(WATCH_EVERY_S)
     codes = [child.wait() for child in children]
     if stopping:
         # A child still starting up when asked to stop ends by the signal itself.
