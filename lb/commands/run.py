@@ -13,6 +13,7 @@ and waits. Every flag maps onto a ``bytewax.run`` flag; see ``--dry-run``.
 from __future__ import annotations
 
 import argparse
+import logging
 import shlex
 import signal
 import socket
@@ -29,6 +30,7 @@ from config.settings import Settings
 from domain.errors import ServiceError
 from flows import preflight
 from flows.scoreboard import FLOW_ID
+from telemetry import logs
 
 RECOVERY_PARTITIONS = 4
 
@@ -126,15 +128,18 @@ def launch(
     ensure_dead_letter_topic(settings, partitions, topics)
     if recovery is not None:
         ensure_recovery_store(settings, flow)
-    print(
+    start_line = (
         f"lb {args.command}: {settings.topic} ({partitions} partitions) -> "
         f"{settings.redis_display_url()} namespace {settings.namespace}; games: "
         f"{preflight.describe_games(config.catalog, settings.games_file)}; dead letters -> "
         f"{settings.dlq_topic}; {processes} process(es) x {args.workers} worker(s)"
-        + ("; until the end offsets seen now" if "until_end=True" in flow_call else ""),
-        file=sys.stderr,
-        flush=True,
+        + ("; until the end offsets seen now" if "until_end=True" in flow_call else "")
     )
+    if settings.log_format == "json":
+        logs.configure("json")
+        logging.getLogger("flows").info(start_line)
+    else:
+        print(start_line, file=sys.stderr, flush=True)
     commands = _commands(flow_call, recovery, settings, processes, args.workers)
     children = [subprocess.Popen(argv) for argv in commands]
     stopping = False
