@@ -124,6 +124,46 @@ def _one_run(
     }
 
 
+def hook_cost_us(batch_records: int = 500, batches: int = 2000) -> dict[str, float]:
+    """CPU per batch of what metrics add on the hot path, measured in this process.
+
+    A noise-free complement to the end-to-end runs (which share 2 cores with
+    whatever else runs): the per-batch hooks (outcomes by game, freshness
+    buckets, the partition's last record, the stage timers) timed on batches
+    shaped like the job's, with metrics on, in microseconds per batch and per record.
+    """
+    from types import SimpleNamespace
+
+    from telemetry import hooks
+
+    if not hooks.enabled():
+        hooks.enable(None, ready_retry_s=30, stall_s=120)
+    now_ms = time.time_ns() // 1_000_000
+    accepted = tuple(
+        SimpleNamespace(offset=i, record_ts_ms=now_ms - (i % 900)) for i in range(batch_records)
+    )
+    batch = SimpleNamespace(topic="t", partition=0, accepted=accepted, dead=(), records=accepted)
+    plan = SimpleNamespace(
+        groups=[
+            SimpleNamespace(
+                keys=SimpleNamespace(tag="g1"),
+                stats={"applied": batch_records // 2, "noop": batch_records // 2, "duplicate": 0},
+            )
+        ]
+    )
+    step = hooks.timed("validate", lambda b: b)
+    started = time.perf_counter()
+    for _ in range(batches):
+        step(batch)
+        hooks.batch_applied(batch, plan)
+    per_batch = (time.perf_counter() - started) / batches * 1e6
+    return {
+        "batch_records": batch_records,
+        "us_per_batch": round(per_batch, 1),
+        "us_per_record": round(per_batch / batch_records, 3),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Fill a topic, replay it with metrics off and on, report the difference."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -159,6 +199,18 @@ def main(argv: list[str] | None = None) -> int:
         "median_off": statistics.median(off),
         "median_on": statistics.median(on),
         "overhead_pct": round(100 * (1 - statistics.median(on) / statistics.median(off)), 1),
+        # Each round's on/off pair ran back to back: their ratio cancels slow drift.
+        "paired_overhead_pct": round(
+            100
+            * (
+                1
+                - statistics.median(
+                    _rate(runs, "on", i) / _rate(runs, "off", i) for i in range(args.rounds)
+                )
+            ),
+            1,
+        ),
+        "hook_cost": hook_cost_us(),
         "runs": runs,
         "machine": machine(),
     }
@@ -193,12 +245,30 @@ def _markdown(summary: dict[str, Any]) -> str:
             table(("round", "metrics", "records/s", "seconds", "scrapes"), rows),
             "",
             f"Median: **{summary['median_off']:,.0f}/s off, {summary['median_on']:,.0f}/s on: "
-            f"{summary['overhead_pct']:+.1f}% overhead** (negative: on was faster, i.e. "
-            "the difference is within the run-to-run noise of this shared machine).",
+            f"{summary['overhead_pct']:+.1f}% overhead**; median of the rounds' on/off "
+            f"ratios: **{summary['paired_overhead_pct']:+.1f}%** (negative: on was faster, "
+            "i.e. the difference is within the run-to-run noise of this shared machine).",
+            "",
+            f"In-process cost of the per-batch hooks (outcomes by game, freshness buckets, "
+            f"last record, stage timers) on {summary['hook_cost']['batch_records']}-record "
+            f"batches: **{summary['hook_cost']['us_per_batch']} µs per batch, "
+            f"{summary['hook_cost']['us_per_record']} µs per record**; at the median 'off' "
+            f"rate that is {_share(summary):.1f}% of one core.",
             "",
             machine_line(summary["machine"]),
         ]
     )
+
+
+def _rate(runs: list[dict[str, Any]], mode: str, index: int) -> float:
+    return float(
+        next(r["records_per_s"] for r in runs if r["mode"] == mode and r["round"] == index)
+    )
+
+
+def _share(summary: dict[str, Any]) -> float:
+    """The hooks' CPU share of one core at the measured 'off' rate."""
+    return float(summary["hook_cost"]["us_per_record"]) * float(summary["median_off"]) / 1e4
 
 
 if __name__ == "__main__":

@@ -9,10 +9,8 @@ at a time, and where a process's metrics port is.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -100,8 +98,10 @@ class WeightedBuckets:
 
     ``prometheus_client``'s Histogram takes one observation per call, with a
     lock each time; at 100K events/s that is a measurable share of the job.
-    Here a batch's ages are bucketed with ``bisect`` in C-level ``map`` and
-    merged in one go; the collector turns the state into a histogram at scrape.
+    Here a batch's timestamps are sorted (nearly sorted already: one partition,
+    in offset order, so timsort is linear) and each bucket's count is one
+    ``bisect``: a dozen steps per batch instead of one per record. The
+    collector turns the state into a histogram at scrape time.
     """
 
     bounds_s: tuple[float, ...] = FRESHNESS_BUCKETS_S
@@ -115,12 +115,18 @@ class WeightedBuckets:
 
     def add_timestamps(self, now_ms: int, timestamps_ms: Iterable[int]) -> None:
         """Add the ages ``now_ms - ts`` of a batch of records (negative ages count as 0)."""
-        ages = [now_ms - ts for ts in timestamps_ms]
-        if not ages:
+        stamps = sorted(timestamps_ms)
+        n = len(stamps)
+        if not n:
             return
-        for index, n in Counter(map(partial(bisect_left, self._bounds_ms), ages)).items():
-            self.counts[index] += n
-        self.total_s += max(0, sum(ages)) / 1000.0
+        within_before = 0
+        for index, bound in enumerate(self._bounds_ms):
+            # age <= bound  <=>  ts >= now - bound
+            within = n - bisect_left(stamps, now_ms - bound)
+            self.counts[index] += within - within_before
+            within_before = within
+        self.counts[-1] += n - within_before
+        self.total_s += max(0, now_ms * n - sum(stamps)) / 1000.0
 
     def cumulative(self) -> list[tuple[str, float]]:
         """``(le, cumulative count)`` pairs ending with ``+Inf``, as exposition wants them."""

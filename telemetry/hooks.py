@@ -18,12 +18,14 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
 from telemetry import derive, metrics
 
 T = TypeVar("T")
+_RECORD_TS = attrgetter("record_ts_ms")
 R = TypeVar("R")
 
 #: A retry loop longer than this makes the process not ready (``LB_READY_RETRY_S``).
@@ -174,7 +176,7 @@ def batch_applied(batch: Any, plan: Any) -> None:
     last_ts = _last_record_ts(batch)
     with _state.lock:
         if batch.accepted:
-            _state.freshness.add_timestamps(now_ms, [a.record_ts_ms for a in batch.accepted])
+            _state.freshness.add_timestamps(now_ms, map(_RECORD_TS, batch.accepted))
         if last_ts is not None:
             _state.last_ts[(batch.topic, batch.partition)] = last_ts
         _state.health.last_activity = time.monotonic()
