@@ -1,0 +1,154 @@
+"""Readiness follows a real outage: a private Redis stalled (SIGSTOP) under a running job.
+
+The job stays live (it is retrying, by design) but stops being ready once the
+retry loop is older than ``LB_READY_RETRY_S``; ``lb_redis_retries_total``
+counts the retries; when Redis comes back the job is ready again and every
+record is counted exactly once. Also: a busy ``LB_METRICS_PORT`` is one line
+naming the setting and exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from telemetry import derive, server
+from tests.integration.streams import GAMES_TOML, REPO, generate, job_env, lb, produce
+
+pytestmark = pytest.mark.integration
+
+PATIENCE_S = 120.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get(url: str) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def _until(what: str, check: Any, log: Path) -> Any:
+    deadline = time.monotonic() + PATIENCE_S
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"never happened: {what}\n{log.read_text()[-3000:]}")
+
+
+def test_a_stalled_redis_makes_the_job_unready_but_live_and_it_recovers(
+    kafka_bootstrap: str, topic: str, namespace: str, tmp_path: Path
+) -> None:
+    binary = shutil.which("redis-server")
+    assert binary, "redis-server is installed by scripts/bootstrap.sh"
+    port = _free_port()
+    redis_proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    games = tmp_path / "games.toml"
+    games.write_text(GAMES_TOML)
+    state = tmp_path / "state"
+    env = job_env(topic, namespace, state, games)
+    env.update(
+        LB_REDIS_URL=f"redis://127.0.0.1:{port}/0",
+        LB_READY_RETRY_S="2",
+        LB_REDIS_TIMEOUT_S="1",
+        LB_HEAL_CHECK_S="1",
+    )
+    stream = generate(seed=3, count=800)
+    log = tmp_path / "job.log"
+    job: subprocess.Popen[str] | None = None
+    try:
+        import redis
+
+        _until("the private Redis answers", lambda: _pings(redis, port), log)
+        with log.open("w") as out:
+            job = subprocess.Popen(
+                [sys.executable, "-m", "lb.cli", "run"],
+                env=env,
+                cwd=REPO,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        entry = _until("registered", lambda: server.registered(state, "job"), log)[0]
+        base = entry["metrics"].removesuffix("/metrics")
+        produce(kafka_bootstrap, topic, stream.records[:400])
+        _until("ready", lambda: _get(base + "/readyz")[0] == 200, log)
+
+        os.kill(redis_proc.pid, signal.SIGSTOP)  # a stall: connections hang, then time out
+        produce(kafka_bootstrap, topic, stream.records[400:])
+        _, body = _until(
+            "not ready while Redis stalls",
+            lambda: (got := _get(base + "/readyz"))[0] == 503 and got,
+            log,
+        )
+        assert any("LB_REDIS_RETRY_S" in reason for reason in json.loads(body)["reasons"])
+        assert _get(base + "/livez")[0] == 200  # retrying is not being stuck
+        samples = derive.parse_exposition(_get(entry["metrics"])[1])
+        assert derive.total(samples, "lb_ready") == 0
+        assert derive.total(samples, "lb_live") == 1
+        assert derive.total(samples, "lb_redis_retries_total") >= 1
+
+        os.kill(redis_proc.pid, signal.SIGCONT)
+        _until("ready again", lambda: _get(base + "/readyz")[0] == 200, log)
+
+        def everything_counted() -> bool:
+            found = derive.parse_exposition(_get(entry["metrics"])[1])
+            return derive.total(found, "lb_records_total") == len(stream.records)
+
+        _until("every record counted once", everything_counted, log)
+    finally:
+        if job is not None:
+            job.send_signal(signal.SIGTERM)
+            job.wait(timeout=60)
+        os.kill(redis_proc.pid, signal.SIGCONT)
+        redis_proc.terminate()
+        redis_proc.wait(timeout=30)
+    assert job.returncode == 0, log.read_text()[-3000:]
+
+
+def _pings(redis: Any, port: int) -> bool:
+    try:
+        return bool(redis.Redis(port=port, socket_timeout=1).ping())
+    except redis.ConnectionError:
+        return False
+
+
+def test_a_busy_metrics_port_is_one_line_and_exit_2(
+    kafka_bootstrap: str, topic: str, namespace: str, tmp_path: Path
+) -> None:
+    games = tmp_path / "games.toml"
+    games.write_text(GAMES_TOML)
+    env = job_env(topic, namespace, tmp_path / "state", games)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        env["LB_METRICS_PORT"] = str(holder.getsockname()[1])
+        done = lb(["run", "--until-end"], env, timeout=120)
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "LB_METRICS_PORT" in line]
+    assert len(lines) == 1 and "cannot listen" in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
