@@ -75,7 +75,13 @@ def _fill(scratch: Scratch, topic: str, records: int, partitions: int) -> None:
 
 
 def _one_run(
-    scratch: Scratch, topic: str, records: int, mode: str, index: int, processes: int
+    scratch: Scratch,
+    topic: str,
+    records: int,
+    mode: str,
+    index: int,
+    processes: int,
+    scrape_every_s: float = 1.0,
 ) -> dict[str, Any]:
     """One replay of the topic; throughput between the first and the last counted record."""
     namespace = scratch.namespace(f"bmo{scratch.prefix[-6:]}{mode}{index}")
@@ -100,7 +106,7 @@ def _one_run(
             break
         if job.poll() is not None:
             raise SystemExit(f"the {mode} run ended early:\n{job.tail()}")
-        if mode == "on" and now - last_scrape >= 1.0:
+        if mode == "on" and scrape_every_s and now - last_scrape >= scrape_every_s:
             last_scrape = now
             for entry in server.registered(state, "job"):
                 scrapes += scrape.samples(entry["address"]) is not None
@@ -171,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument(
+        "--scrape-every", type=float, default=1.0, help="seconds between scrapes when on (0: none)"
+    )
     parser.add_argument("--no-doc", action="store_true", help="do not write docs/BENCHMARKS.md")
     args = parser.parse_args(argv)
     settings = base_settings()
@@ -184,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
         for index in range(args.rounds):
             order = ("off", "on") if index % 2 == 0 else ("on", "off")
             for mode in order:
-                run = _one_run(scratch, topic, args.records, mode, index, args.processes)
+                run = _one_run(
+                    scratch, topic, args.records, mode, index, args.processes, args.scrape_every
+                )
                 log(f"round {index} metrics {mode}: {run['records_per_s']:,} records/s")
                 runs.append(run)
                 bar.advance_to(len(runs), f"last: {mode} {run['records_per_s']:,}/s")

@@ -15,45 +15,16 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from telemetry import derive, server
-from tests.integration.streams import GAMES_TOML, REPO, generate, job_env, lb, produce
+from tests.integration.streams import GAMES_TOML, generate, job_env, lb, produce
+from tests.integration.watching import free_port, http_get, start_job, until
 
 pytestmark = pytest.mark.integration
-
-PATIENCE_S = 120.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _get(url: str) -> tuple[int, Any]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
-def _until(what: str, check: Any, log: Path) -> Any:
-    deadline = time.monotonic() + PATIENCE_S
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"never happened: {what}\n{log.read_text()[-3000:]}")
 
 
 def test_a_stalled_redis_makes_the_job_unready_but_live_and_it_recovers(
@@ -61,7 +32,7 @@ def test_a_stalled_redis_makes_the_job_unready_but_live_and_it_recovers(
 ) -> None:
     binary = shutil.which("redis-server")
     assert binary, "redis-server is installed by scripts/bootstrap.sh"
-    port = _free_port()
+    port = free_port()
     redis_proc = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
@@ -83,43 +54,35 @@ def test_a_stalled_redis_makes_the_job_unready_but_live_and_it_recovers(
     try:
         import redis
 
-        _until("the private Redis answers", lambda: _pings(redis, port), log)
-        with log.open("w") as out:
-            job = subprocess.Popen(
-                [sys.executable, "-m", "lb.cli", "run"],
-                env=env,
-                cwd=REPO,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-        entry = _until("registered", lambda: server.registered(state, "job"), log)[0]
+        until("the private Redis answers", lambda: _pings(redis, port), log)
+        job = start_job(["run"], env, log)
+        entry = until("registered", lambda: server.registered(state, "job"), log)[0]
         base = entry["metrics"].removesuffix("/metrics")
         produce(kafka_bootstrap, topic, stream.records[:400])
-        _until("ready", lambda: _get(base + "/readyz")[0] == 200, log)
+        until("ready", lambda: http_get(base + "/readyz")[0] == 200, log)
 
         os.kill(redis_proc.pid, signal.SIGSTOP)  # a stall: connections hang, then time out
         produce(kafka_bootstrap, topic, stream.records[400:])
-        _, body = _until(
+        _, body = until(
             "not ready while Redis stalls",
-            lambda: (got := _get(base + "/readyz"))[0] == 503 and got,
+            lambda: (got := http_get(base + "/readyz"))[0] == 503 and got,
             log,
         )
         assert any("LB_REDIS_RETRY_S" in reason for reason in json.loads(body)["reasons"])
-        assert _get(base + "/livez")[0] == 200  # retrying is not being stuck
-        samples = derive.parse_exposition(_get(entry["metrics"])[1])
+        assert http_get(base + "/livez")[0] == 200  # retrying is not being stuck
+        samples = derive.parse_exposition(http_get(entry["metrics"])[1])
         assert derive.total(samples, "lb_ready") == 0
         assert derive.total(samples, "lb_live") == 1
         assert derive.total(samples, "lb_redis_retries_total") >= 1
 
         os.kill(redis_proc.pid, signal.SIGCONT)
-        _until("ready again", lambda: _get(base + "/readyz")[0] == 200, log)
+        until("ready again", lambda: http_get(base + "/readyz")[0] == 200, log)
 
         def everything_counted() -> bool:
-            found = derive.parse_exposition(_get(entry["metrics"])[1])
+            found = derive.parse_exposition(http_get(entry["metrics"])[1])
             return derive.total(found, "lb_records_total") == len(stream.records)
 
-        _until("every record counted once", everything_counted, log)
+        until("every record counted once", everything_counted, log)
     finally:
         if job is not None:
             job.send_signal(signal.SIGTERM)

@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -23,21 +22,9 @@ import pytest
 
 from telemetry import server
 from tests.integration.streams import GAMES_TOML, REPO, generate, job_env, lb, produce
+from tests.integration.watching import start_job, until
 
 pytestmark = pytest.mark.integration
-
-PATIENCE_S = 120.0
-
-
-def _until(what: str, check: Any) -> Any:
-    deadline = time.monotonic() + PATIENCE_S
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"never happened: {what}; last seen:\n{last}")
 
 
 def _top(env: dict[str, str], game: str, limit: int) -> list[str]:
@@ -62,18 +49,10 @@ def test_the_watch_view_redraws_in_a_terminal_and_prints_plain_text_to_a_pipe(
         r.expected for r in stream.records[:1000] if r.expected not in ("ok", "duplicate")
     )
     log = tmp_path / "job.log"
-    with log.open("w") as out:
-        job = subprocess.Popen(
-            [sys.executable, "-m", "lb.cli", "run"],
-            env=env,
-            cwd=REPO,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+    job = start_job(["run"], env, log)
     socket_name = f"lbtest-{uuid.uuid4().hex[:8]}"
     try:
-        _until("the job registered", lambda: server.registered(state, "job"))
+        until("the job registered", lambda: server.registered(state, "job"), log, job)
         # A private tmux server started with the job's environment; a 120x60 terminal.
         subprocess.run(
             [
@@ -110,9 +89,11 @@ def test_the_watch_view_redraws_in_a_terminal_and_prints_plain_text_to_a_pipe(
             codes = all(f"{code} {n:,}" in text for code, n in letters.items())
             return text if all(w in text for w in wanted) and codes else None
 
-        first = _until(
+        first = until(
             "the view shows the top 5 and the dead letters",
             lambda: shows(_top(env, "gbest", 5), sent),
+            log,
+            job,
         )
         assert first.count("gbest alltime top 5") == 1
 
@@ -121,9 +102,11 @@ def test_the_watch_view_redraws_in_a_terminal_and_prints_plain_text_to_a_pipe(
         everything = Counter(
             r.expected for r in stream.records if r.expected not in ("ok", "duplicate")
         )
-        later = _until(
+        later = until(
             "the view shows the new board and letters",
             lambda: shows(_top(env, "gbest", 5), everything),
+            log,
+            job,
         )
         assert later.count("gbest alltime top 5") == 1  # redrawn in place, not scrolled
         assert "\x1b" not in later  # capture-pane without -e: text only

@@ -13,11 +13,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -28,7 +23,6 @@ from sinks.dead_letters import header_map
 from telemetry import derive, server
 from tests.integration.streams import (
     GAMES_TOML,
-    REPO,
     generate,
     job_env,
     lb,
@@ -36,19 +30,9 @@ from tests.integration.streams import (
     produce,
     read_dead_letters,
 )
+from tests.integration.watching import http_get, start_job, until
 
 pytestmark = pytest.mark.integration
-
-#: Generous bound for a condition that must become true (not a timing assertion).
-PATIENCE_S = 180.0
-
-
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
 
 
 def _scrape(entries: list[dict[str, Any]]) -> tuple[derive.Samples, list[str]]:
@@ -56,24 +40,13 @@ def _scrape(entries: list[dict[str, Any]]) -> tuple[derive.Samples, list[str]]:
     merged: derive.Samples = {}
     texts = []
     for entry in entries:
-        _, text = _get(entry["metrics"])
+        _, text = http_get(entry["metrics"])
         texts.append(text)
         for name, series in derive.parse_exposition(text).items():
             into = merged.setdefault(name, {})
             for labels, value in series.items():
                 into[labels] = into.get(labels, 0.0) + value
     return merged, texts
-
-
-def _until(what: str, check: Any, proc: subprocess.Popen[str], log: Path) -> Any:
-    deadline = time.monotonic() + PATIENCE_S
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        assert proc.poll() is None, f"the job ended: {log.read_text()[-3000:]}"
-        time.sleep(0.3)
-    raise AssertionError(f"never happened: {what}\n{log.read_text()[-3000:]}")
 
 
 def _stats_by_game(client: Any, namespace: str) -> dict[str, dict[str, int]]:
@@ -104,34 +77,26 @@ def test_every_metric_of_a_running_job_agrees_with_the_stream(
     half = len(stream.records) // 2
 
     log = tmp_path / "job.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "lb.cli", "run", "--processes", str(processes)],
-            env=env,
-            cwd=REPO,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+    proc = start_job(["run", "--processes", str(processes)], env, log)
     try:
-        entries = _until(
+        entries = until(
             f"{processes} registered job processes",
             lambda: (
                 (found := server.registered(state, "job")) and len(found) == processes and found
             ),
-            proc,
             log,
+            proc,
         )
         assert sorted(e["process"] for e in entries) == [str(i) for i in range(processes)]
         assert all(e["topic"] == topic and e["kind"] == "live" for e in entries)
 
         # First half: the job catches up, then the second half arrives while it runs.
         produce(kafka_bootstrap, topic, stream.records[:half])
-        _until(
+        until(
             "the first half counted",
             lambda: derive.total(_scrape(entries)[0], "lb_records_total") >= half,
-            proc,
             log,
+            proc,
         )
         produce(kafka_bootstrap, topic, stream.records[half:])
 
@@ -143,7 +108,7 @@ def test_every_metric_of_a_running_job_agrees_with_the_stream(
                 return samples
             return None
 
-        samples = _until("lag 0 and every record counted", caught_up, proc, log)
+        samples = until("lag 0 and every record counted", caught_up, log, proc)
         _, texts = _scrape(entries)
 
         # Lag: every partition of the topic, each owned by one process, all at 0.
@@ -202,7 +167,7 @@ def test_every_metric_of_a_running_job_agrees_with_the_stream(
         for entry in entries:
             base = entry["metrics"].removesuffix("/metrics")
             for path in ("/livez", "/readyz"):
-                code, body = _get(base + path)
+                code, body = http_get(base + path)
                 assert code == 200 and json.loads(body) == {"ok": True, "reasons": []}
 
         # lb status --json: each process, its metrics address, lag and rates.

@@ -14,9 +14,7 @@ import json
 import re
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -27,17 +25,11 @@ import pytest
 
 from telemetry import prometheus, server
 from tests.integration.streams import GAMES_TOML, REPO, generate, job_env, lb, produce
+from tests.integration.watching import free_port, start_job, until
 
 pytestmark = pytest.mark.integration
 
-PATIENCE_S = 180.0
 RULES = REPO / "telemetry" / "rules" / "lb.rules.yml"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_the_shipped_rules_pass_promtool_check_and_their_unit_tests(tmp_path: Path) -> None:
@@ -100,17 +92,6 @@ def _value(base: str, expr: str) -> float | None:
     return float(found[0]["value"][1]) if found else None
 
 
-def _until(what: str, check: Any, proc: subprocess.Popen[str], log: Path) -> Any:
-    deadline = time.monotonic() + PATIENCE_S
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        assert proc.poll() is None, f"the job ended: {log.read_text()[-3000:]}"
-        time.sleep(0.5)
-    raise AssertionError(f"never happened: {what}\n{log.read_text()[-3000:]}")
-
-
 def test_prometheus_scrapes_the_job_and_answers_lag_and_rates(
     kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
 ) -> None:
@@ -120,32 +101,24 @@ def test_prometheus_scrapes_the_job_and_answers_lag_and_rates(
     games.write_text(GAMES_TOML)
     state = tmp_path / "state"
     env = job_env(topic, namespace, state, games)
-    env["LB_PROMETHEUS_PORT"] = str(_free_port())
+    env["LB_PROMETHEUS_PORT"] = str(free_port())
     stream = generate(seed=21, count=3000)
     log = tmp_path / "job.log"
     up = lb(["monitoring", "up", "--json"], env, timeout=60)
     assert up.returncode == 0, up.stderr
     base = json.loads(up.stdout)["prometheus"]
     assert base == f"http://127.0.0.1:{env['LB_PROMETHEUS_PORT']}"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "lb.cli", "run", "--processes", "2"],
-            env=env,
-            cwd=REPO,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+    proc = start_job(["run", "--processes", "2"], env, log)
     try:
-        _until(
-            "two registered processes", lambda: len(server.registered(state, "job")) == 2, proc, log
+        until(
+            "two registered processes", lambda: len(server.registered(state, "job")) == 2, log, proc
         )
         # Prometheus found both through file_sd and scrapes them.
-        _until(
+        until(
             "both targets up",
             lambda: _value(base, 'sum(up{job="lb-job"})') == 2.0,
-            proc,
             log,
+            proc,
         )
         # The stream arrives in pieces, so a rate is measured while records flow.
         rates: list[float] = []
@@ -155,30 +128,30 @@ def test_prometheus_scrapes_the_job_and_answers_lag_and_rates(
             rate = _value(base, "sum(rate(lb_records_total[10s]))")
             if rate:
                 rates.append(rate)
-        _until(
+        until(
             "every record counted through Prometheus",
             lambda: _value(base, "sum(lb_records_total)") == len(stream.records),
-            proc,
             log,
+            proc,
         )
-        _until(
+        until(
             "lag 0 through Prometheus (the recording rule too)",
             lambda: (
                 _value(base, "sum(lb_consumer_lag_records)") == 0.0
                 and _value(base, f'lb:consumer_lag_records:sum{{topic="{topic}"}}') == 0.0
             ),
-            proc,
             log,
+            proc,
         )
         partitions = _query(base, f'lb_consumer_lag_records{{topic="{topic}"}}')
         assert sorted(s["metric"]["partition"] for s in partitions) == ["0", "1", "2", "3"]
         assert {s["metric"]["process"] for s in partitions} == {"0", "1"}
         assert rates and max(rates) > 0
-        recorded = _until(
+        recorded = until(
             "the recording rule of rates",
             lambda: _query(base, f'lb:records:rate1m{{topic="{topic}"}}'),
-            proc,
             log,
+            proc,
         )
         assert {s["metric"]["outcome"] for s in recorded} >= {"applied", "dead_letter"}
         letters = _value(base, "sum(lb_dead_letters_total)")
