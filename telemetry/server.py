@@ -29,6 +29,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import make_wsgi_app
 
 from domain.errors import ConfigError
+from infra.process import pid_alive
 
 #: (why not live or None, why not ready: empty when ready)
 HealthCheck = Callable[[], tuple[str | None, list[str]]]
@@ -130,7 +131,7 @@ def registered(state_dir: Path, role: str | None = None) -> list[dict[str, Any]]
             pid = int(entry["labels"]["pid"])
         except (OSError, ValueError, KeyError, IndexError, TypeError):
             continue
-        if not _alive(pid):
+        if not pid_alive(pid):
             _unregister(path)
             continue
         if role is None or entry["labels"].get("role") == role:
@@ -143,13 +144,3 @@ def registered(state_dir: Path, role: str | None = None) -> list[dict[str, Any]]
                 }
             )
     return sorted(out, key=lambda e: (e.get("role", ""), e["pid"]))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

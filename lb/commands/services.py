@@ -189,6 +189,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description=prometheus.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    monitoring.add_argument("action", choices=("up", "down", "status"))
+    monitoring.add_argument(
+        "action",
+        choices=("up", "down", "status"),
+        help="up: start Prometheus (idempotent); down: stop it; status: where it listens",
+    )
     monitoring.add_argument("--json", action="store_true", help="print a JSON document")
     monitoring.set_defaults(handler=_monitoring)
