@@ -57,7 +57,7 @@ def _install_stop_handlers(stop: StopSignal) -> None:
         pass
 
 
-def _checked(dead_letters: bool, staging: bool) -> tuple[Settings, preflight.JobConfig]:
+def _checked(dead_letters: bool, namespace: str | None) -> tuple[Settings, preflight.JobConfig]:
     """Settings, games and keys checked, and the services asked once, before the flow exists.
 
     Started by hand (``python -m bytewax.run``), a mistake would otherwise
@@ -68,7 +68,7 @@ def _checked(dead_letters: bool, staging: bool) -> tuple[Settings, preflight.Job
         settings = Settings.from_env()
         config = preflight.job_config(settings)
         preflight.check_services(settings, need_dead_letter_topic=dead_letters)
-        job.start(settings, FLOW_ID, staging=staging)  # metrics, health, logs (issue 13)
+        job.start(settings, FLOW_ID, namespace)  # metrics, health, logs (issue 13)
     except LeaderboardError as exc:
         print(f"{FLOW_ID}: error: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(2) from exc
@@ -85,7 +85,7 @@ def build(
     ``dead_letters=False`` leaves the dead-letter topic alone (a rebuild
     replays records the live job already dead-lettered).
     """
-    settings, config = _checked(dead_letters, staging=namespace is not None)
+    settings, config = _checked(dead_letters, namespace)
     if settings.uses_dev_keys:
         log.warning("LB_HMAC_KEYS is unset: using the insecure built-in development key")
     stop = StopSignal()

@@ -16,11 +16,12 @@ from telemetry import derive, hooks, logs, server
 _serving: list[str] = []
 
 
-def start(settings: Settings, flow: str, *, staging: bool = False) -> str | None:
+def start(settings: Settings, flow: str, namespace: str | None = None) -> str | None:
     """Logs configured, hooks on, server up; the metrics URL (``None`` with metrics off).
 
-    ``staging`` (``lb rebuild``'s flow into a scratch namespace) always takes a
-    free port: it runs beside the live job, which holds the configured one.
+    A flow writing another ``namespace`` than ``LB_NAMESPACE`` (``lb rebuild``'s
+    staging one) always takes a free port: it runs beside the live job, which
+    holds the configured one.
     Once per process: a second flow built in the same process reuses it.
     """
     logs.configure(settings.log_format)
@@ -28,6 +29,7 @@ def start(settings: Settings, flow: str, *, staging: bool = False) -> str | None
         return None
     if _serving:
         return _serving[0]
+    staging = namespace is not None and namespace != settings.namespace
     process, recovery = derive.process_args(sys.argv)
     hooks.enable(
         recovery,
@@ -46,7 +48,7 @@ def start(settings: Settings, flow: str, *, staging: bool = False) -> str | None
             "flow": flow,
             "process": str(process or 0),
             "topic": settings.topic,
-            "namespace": settings.namespace,
+            "namespace": namespace or settings.namespace,
             "kind": "rebuild" if staging else "live",
         },
     )

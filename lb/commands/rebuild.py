@@ -90,6 +90,8 @@ def _rebuild(args: argparse.Namespace) -> int:
             FLOW_ID,
             watch=lambda: _show_progress(bar, settings, staging),
         )
+        if code == 0 and bar.total is not None:
+            bar.advance_to(bar.total, "done")
     finally:
         bar.close()
     if code != 0:
