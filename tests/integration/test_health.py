@@ -115,3 +115,44 @@ def test_a_busy_metrics_port_is_one_line_and_exit_2(
     lines = [line for line in done.stderr.splitlines() if "LB_METRICS_PORT" in line]
     assert len(lines) == 1 and "cannot listen" in lines[0], done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_api_serves_request_metrics_and_health_and_is_listed_by_status(
+    topic: str, namespace: str, tmp_path: Path
+) -> None:
+    games = tmp_path / "games.toml"
+    games.write_text(GAMES_TOML)
+    state = tmp_path / "state"
+    env = job_env(topic, namespace, state, games)
+    log = tmp_path / "api.log"
+    api = start_job(["serve", "--port", "0", "--quiet"], env, log)
+    try:
+        entry = until("the API registered", lambda: server.registered(state, "api"), log, api)[0]
+        base = f"http://{entry['address']}"
+        assert http_get(base + "/livez")[0] == 200
+        assert http_get(base + "/readyz")[0] == 200
+        for player in ("p1", "p2", "p3"):  # three raw paths, one route template
+            assert http_get(f"{base}/v1/leaderboards/gbest/players/{player}")[0] == 404
+        assert http_get(base + "/no/such/page")[0] == 404
+        samples = derive.parse_exposition(http_get(base + "/metrics")[1])
+        route = "/v1/leaderboards/{gameId}/players/{playerId}"
+        assert derive.total(samples, "lb_http_requests_total", route=route, status="404") == 3
+        assert derive.total(samples, "lb_http_requests_total", route="/readyz", status="200") == 1
+        assert derive.total(samples, "lb_http_requests_total", route="unmatched") == 1
+        assert derive.total(samples, "lb_http_request_seconds_count", route=route) == 3
+        routes = {dict(labels)["route"] for labels in samples["lb_http_requests_total"]}
+        assert not any("p1" in r for r in routes)  # bounded labels: never a raw path
+        status = json.loads(lb(["status", "--json", "--interval", "0"], env, timeout=60).stdout)
+        assert status["api"] == [
+            {
+                "pid": api.pid,
+                "metrics": f"{base}/metrics",
+                "url": f"{base}/",
+                "ready": True,
+            }
+        ]
+    finally:
+        api.send_signal(signal.SIGTERM)
+        api.wait(timeout=60)
+    assert api.returncode == 0, log.read_text()[-2000:]
+    assert server.registered(state, "api") == []
