@@ -123,6 +123,25 @@ def launch(
         for argv in _commands(flow_call, recovery, settings, processes, args.workers):
             print(shlex.join(argv))
         return 0
+    children: list[subprocess.Popen[bytes]] = []
+    stopping = False
+    spawning = False
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+        if spawning:
+            return  # reaches every child once they are all started (below)
+        if not children:
+            # Asked to stop before the job started (still checking the services):
+            # nothing runs yet, so stopping now is the clean stop (exit 0).
+            raise SystemExit(0)
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
     topics = preflight.check_services(settings, need_dead_letter_topic=False)
     partitions = topics[settings.topic]
     ensure_dead_letter_topic(settings, partitions, topics)
@@ -141,18 +160,14 @@ def launch(
     else:
         print(start_line, file=sys.stderr, flush=True)
     commands = _commands(flow_call, recovery, settings, processes, args.workers)
-    children = [subprocess.Popen(argv) for argv in commands]
-    stopping = False
-
-    def forward(signum: int, frame: FrameType | None) -> None:
-        nonlocal stopping
-        stopping = True
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-
-    signal.signal(signal.SIGINT, forward)
-    signal.signal(signal.SIGTERM, forward)
+    # A stop signal arriving while the children are being started waits until
+    # they are all recorded, then reaches every one of them (none is orphaned).
+    spawning = True
+    for argv in commands:
+        children.append(subprocess.Popen(argv))
+    spawning = False
+    if stopping:
+        forward(signal.SIGTERM, None)
     while watch is not None and any(child.poll() is None for child in children):
         watch()
         time.sleep(WATCH_EVERY_S)
