@@ -187,8 +187,11 @@ def test_every_metric_of_a_running_job_agrees_with_the_stream(
 
     # LB_LOG_FORMAT=json: the job's lines are JSON objects with level and step;
     # progress objects carry the counters, partition objects their partition.
+    # (Bytewax's Rust runtime prints a few lines of its own, outside Python's
+    # logging, e.g. "worker 1:\terror connecting to worker 0 ...; retrying".)
     lines = [line for line in log.read_text().splitlines() if line.strip()]
-    objects = [json.loads(line) for line in lines]
+    objects = [json.loads(line) for line in lines if not line.startswith("worker ")]
+    assert len(objects) >= len(lines) - 2 * processes
     assert all({"level", "step", "msg", "ts"} <= set(o) for o in objects)
     progress = [o for o in objects if o["step"] == "progress"]
     assert progress and all("counters" in o for o in progress)
