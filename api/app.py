@@ -23,7 +23,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -31,6 +31,7 @@ from api import push, routes
 from api.errors import error_response, install_error_handlers
 from api.intake import ACK_TIMEOUT_S, INTAKE_LINGER_MS, AckingProducer, ScoreIntake
 from api.live import ChangeHub, SharedReads
+from api.metrics import RequestMetrics, exposition
 from config.clients import async_redis_client, game_catalog
 from config.settings import Settings
 from domain.errors import ConfigError
@@ -194,6 +195,12 @@ def create_app(
     app.mount("/docs-assets", StaticFiles(directory=docs_assets()), name="docs-assets")
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        """The Prometheus metrics of this process (request counts and latencies)."""
+        body, content_type = exposition()
+        return Response(body, media_type=content_type)
+
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:
         return get_swagger_ui_html(
@@ -208,4 +215,4 @@ def create_app(
     async def page() -> FileResponse:
         return FileResponse(STATIC / "index.html")
 
-    return BodyLimits(RawPathRouting(app), max_body)
+    return BodyLimits(RawPathRouting(RequestMetrics(app)), max_body)

@@ -235,6 +235,22 @@ async def submit_scores(
 
 
 @router.get(
+    "/livez",
+    response_model=Health,
+    summary="Liveness: 200 while the process serves requests (restart it otherwise)",
+)
+async def live(_q: _NoQuery) -> Any:
+    """Always 200: answering at all is the sign of life a supervisor needs."""
+    return {"status": "ok"}
+
+
+@router.get(
+    "/readyz",
+    response_model=Health,
+    responses=errors(503),
+    summary="Readiness: 200 when Redis answers PING (same check as /healthz)",
+)
+@router.get(
     "/healthz",
     response_model=Health,
     responses=errors(503),

@@ -101,6 +101,17 @@ class Settings:
     namespace: str = "lb"
     #: Seconds between the running job's progress lines on stderr (0: only the summary).
     progress_s: int = 10
+    #: Base port of the job's ``/metrics``, ``/livez``, ``/readyz``: process ``i`` of
+    #: ``--processes N`` listens on base + i; 0 takes any free port (each process
+    #: registers its address under ``<state dir>/run/``); ``None`` (``off``): no server.
+    metrics_port: int | None = 0
+    metrics_host: str = "127.0.0.1"
+    #: A retry loop (Redis or Kafka unreachable) longer than this makes ``/readyz`` fail.
+    ready_retry_s: int = 30
+    #: ``text`` (for people) or ``json`` (one object per line, for log shippers).
+    log_format: str = "text"
+    #: Where ``lb up --monitoring`` serves Prometheus (loopback).
+    prometheus_port: int = 29090
 
     def __post_init__(self) -> None:
         if not self.kafka_bootstrap:
@@ -136,6 +147,17 @@ class Settings:
             raise ConfigError(f"LB_PROGRESS_S must not be negative, got {self.progress_s}")
         if self.redis_timeout_s < 1:
             raise ConfigError("LB_REDIS_TIMEOUT_S must be at least 1")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65000:
+            raise ConfigError(
+                "LB_METRICS_PORT must be a port (0 for any free one) or off, "
+                f"got {self.metrics_port}"
+            )
+        if not 1 <= self.prometheus_port <= 65535:
+            raise ConfigError(f"LB_PROMETHEUS_PORT must be a port, got {self.prometheus_port}")
+        if self.ready_retry_s < 1:
+            raise ConfigError("LB_READY_RETRY_S must be at least 1")
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"LB_LOG_FORMAT must be text or json, got {self.log_format!r}")
         if self.games_file is not None and not self.games_file.is_file():
             raise ConfigError(f"LB_GAMES points at {self.games_file}, which is not a file")
 
@@ -207,6 +229,11 @@ class Settings:
             heal_check_s=_int(env, "LB_HEAL_CHECK_S", 5),
             namespace=env.get("LB_NAMESPACE") or "lb",
             progress_s=_int(env, "LB_PROGRESS_S", 10),
+            metrics_port=_port_or_off(env, "LB_METRICS_PORT"),
+            metrics_host=env.get("LB_METRICS_HOST") or "127.0.0.1",
+            ready_retry_s=_int(env, "LB_READY_RETRY_S", 30),
+            log_format=(env.get("LB_LOG_FORMAT") or "text").lower(),
+            prometheus_port=_int(env, "LB_PROMETHEUS_PORT", 29090),
         )
 
 
@@ -218,6 +245,13 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         return int(raw)
     except ValueError as exc:
         raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
+
+
+def _port_or_off(env: Mapping[str, str], name: str) -> int | None:
+    raw = (env.get(name) or "0").strip().lower()
+    if raw in ("off", "none", "no", "false"):
+        return None
+    return _int({name: raw}, name, 0)
 
 
 def child_environment(overrides: Mapping[str, str]) -> dict[str, str]:

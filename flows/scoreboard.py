@@ -32,6 +32,7 @@ from schemas.codec import ScoreEventCodec
 from sinks.dead_letters import DeadLetterSink
 from sinks.redis_boards import RedisBoardSink, ResumeFromRedis
 from sources.kafka_source import ScoreTopicSource, StopSignal
+from telemetry import hooks, job
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def _install_stop_handlers(stop: StopSignal) -> None:
         pass
 
 
-def _checked(dead_letters: bool) -> tuple[Settings, preflight.JobConfig]:
+def _checked(dead_letters: bool, namespace: str | None) -> tuple[Settings, preflight.JobConfig]:
     """Settings, games and keys checked, and the services asked once, before the flow exists.
 
     Started by hand (``python -m bytewax.run``), a mistake would otherwise
@@ -67,6 +68,7 @@ def _checked(dead_letters: bool) -> tuple[Settings, preflight.JobConfig]:
         settings = Settings.from_env()
         config = preflight.job_config(settings)
         preflight.check_services(settings, need_dead_letter_topic=dead_letters)
+        job.start(settings, FLOW_ID, namespace)  # metrics, health, logs (issue 13)
     except LeaderboardError as exc:
         print(f"{FLOW_ID}: error: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(2) from exc
@@ -83,7 +85,7 @@ def build(
     ``dead_letters=False`` leaves the dead-letter topic alone (a rebuild
     replays records the live job already dead-lettered).
     """
-    settings, config = _checked(dead_letters)
+    settings, config = _checked(dead_letters, namespace)
     if settings.uses_dev_keys:
         log.warning("LB_HMAC_KEYS is unset: using the insecure built-in development key")
     stop = StopSignal()
@@ -116,7 +118,7 @@ def build(
         ),
     )
     # RecordBatch(topic, partition, records=(SourceRecord(offset, ts, key, value), ...))
-    checked = op.map("validate", batches, validator.check_batch)
+    checked = op.map("validate", batches, hooks.timed("validate", validator.check_batch))
     # CheckedBatch(accepted=(Accepted(offset, event, game, windows), ...), dead=(DeadLetter, ...))
     if dead_letters:
         op.output(

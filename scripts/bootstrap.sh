@@ -2,7 +2,9 @@
 # Installs what the project needs on a fresh machine of this kind, idempotently:
 # Debian's redis-server/redis-tools, a JRE and Maven (for the Kafka broker),
 # chromium and chromium-driver (the live page's browser test), wrk (the HTTP
-# benchmark), and the Python virtualenv at .venv with the pinned dependencies.
+# benchmark), prometheus/promtool (lb up --monitoring and the rules' test), tmux
+# (the live terminal view's test), and the Python virtualenv at .venv with the
+# pinned dependencies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +17,8 @@ command -v curl >/dev/null || need+=(curl)  # the HTTP examples of docs/API.md, 
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
 command -v wrk >/dev/null || need+=(wrk)
+command -v prometheus >/dev/null || need+=(prometheus)  # lb up --monitoring; promtool too
+command -v tmux >/dev/null || need+=(tmux)  # the live terminal view's test (lb top --watch)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing system packages: ${need[*]} (install them with apt-get as root)" >&2

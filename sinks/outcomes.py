@@ -11,6 +11,9 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from typing import Any
+
+from telemetry import hooks
 
 #: Board outcomes, in the order the summary names them.
 BOARD_OUTCOMES = ("applied", "noop", "duplicate")
@@ -27,10 +30,23 @@ def add_board_outcomes(totals: Iterable[Mapping[str, int]]) -> None:
             _boards.update({k: v for k, v in one.items() if k in BOARD_OUTCOMES})
 
 
+def add_applied(batch: Any, plan: Any) -> None:
+    """One batch acknowledged by Redis: its plan's counters, here and in the job's metrics.
+
+    ``batch`` is the :class:`~domain.records.CheckedBatch`, ``plan`` its
+    :class:`~domain.planner.WritePlan` (typed loosely: this module stays free
+    of the planner's imports).
+    """
+    add_board_outcomes([plan.totals()])
+    hooks.batch_applied(batch, plan)
+
+
 def add_dead_letters(codes: Iterable[str]) -> None:
-    """Add dead letters Kafka acknowledged, one code each."""
+    """Add dead letters Kafka acknowledged, one code each (here and in the job's metrics)."""
+    codes = list(codes)
     with _lock:
         _letters.update(codes)
+    hooks.dead_letters(codes)
 
 
 def snapshot() -> tuple[dict[str, int], dict[str, int]]:

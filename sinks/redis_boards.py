@@ -58,6 +58,7 @@ from domain.rewinds import Rewinds
 from sinks import outcomes
 from sinks.retry import abandon, call_with_retry, give_up
 from sinks.wire import RawPipeline
+from telemetry import hooks
 
 log = logging.getLogger(__name__)
 
@@ -626,7 +627,7 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
                 restart[watermark_field(batch.topic, batch.partition)] = batch.first_offset
             else:
                 self._acknowledge(batch, plan)
-                outcomes.add_board_outcomes([plan.totals()])
+                outcomes.add_applied(batch, plan)
         if not refused:
             return False
         self._heal_refused(refused, restart)
@@ -784,8 +785,10 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
         """Connect (waiting under the retry budget if Redis is not up yet) and ping."""
         client = connect(self._client_factory, self._retry, self._stopping)
         planner = BoardPlanner(self._namespace, self._horizon_ms, self._capacity)
+        store = RedisBoardStore(client, self._retry, self._stopping)
+        hooks.instrument_board_sink(store, planner)  # stage timings, cache size (issue 13)
         return _BoardPartition(
-            RedisBoardStore(client, self._retry, self._stopping),
+            store,
             planner,
             self._namespace,
             self._rewinds,

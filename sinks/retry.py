@@ -21,6 +21,7 @@ from typing import NoReturn, TypeVar
 from domain.backoff import Backoff
 from domain.errors import RetryBudgetExceeded, StopRequested
 from sinks import outcomes
+from telemetry import hooks
 
 log = logging.getLogger(__name__)
 
@@ -90,11 +91,13 @@ def call_with_retry(
                 wait,
                 exc,
             )
+            hooks.retrying(setting, first_failure)
             if after_failure is not None:
                 after_failure()
             _wait_unless_stopping(wait, stopping, what, exc, clock, sleep)
             continue
         if first_failure is not None:
+            hooks.recovered(setting)
             log.warning(
                 "%s recovered after %.1fs and %d retries", what, clock() - first_failure, attempt
             )

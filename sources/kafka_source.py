@@ -40,6 +40,7 @@ from domain.batching import MicroBatcher
 from domain.errors import ServiceError
 from domain.records import RecordBatch, SourceRecord
 from domain.rewinds import Rewinds
+from telemetry import hooks
 
 #: ``(topic, partition, snapshot offset or None) -> offset to start from or None``.
 ResumeAdvisor = Callable[[str, int, int | None], int | None]
@@ -91,6 +92,7 @@ class ErrorLog:
         self._last: dict[int, float] = {}
 
     def __call__(self, err: KafkaError) -> None:
+        hooks.kafka_error(err.name())
         now = time.monotonic()
         last = self._last.get(err.code())
         if last is not None and now - last < self._every_s:
@@ -179,6 +181,7 @@ class _PartitionReader(StatefulSourcePartition[RecordBatch, int]):
         self._batcher: MicroBatcher[SourceRecord] = MicroBatcher(batch_ms, batch_max)
         self._pending_next = self._next
         self._awake: datetime | None = None
+        hooks.watch_partition(topic, partition, self._consumer, self.snapshot)
 
     def next_batch(self) -> list[RecordBatch]:
         rewind = self._rewinds.take(self._topic, self._partition)
@@ -241,6 +244,7 @@ class _PartitionReader(StatefulSourcePartition[RecordBatch, int]):
         return self._next
 
     def close(self) -> None:
+        hooks.unwatch_partition(self._topic, self._partition)
         self._consumer.close()
 
 

@@ -2,9 +2,10 @@
 
 Brings the local services up, starts the streaming job (``lb run``), produces a
 synthetic stream of signed events (Zipf players, log-normal scores, a few
-duplicates and bad records) at a steady rate, and prints the all-time top-10
-of the demo game whenever it changes. Stops by itself after ``--seconds`` (or
-on Ctrl-C) and stops the job cleanly.
+duplicates and bad records) at a steady rate, and shows the all-time top-10
+of the demo game with the job's rate, lag and dead letters: a live table
+redrawn in place on a terminal, plain text printed on change otherwise. Stops
+by itself after ``--seconds`` (or on Ctrl-C) and stops the job cleanly.
 """
 
 from __future__ import annotations
@@ -14,14 +15,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 from config.clients import game_catalog, redis_client
 from config.settings import Settings
-from domain.games import GameCatalog
 from domain.signing import parse_keyring
-from domain.windows import WindowKind, window_for
 from infra import services
+from lb import live_view
+from readers.boards import BoardReader
 from schemas.codec import ScoreEventCodec
 from sources.loadgen import LoadConfig, LoadGenerator
 from sources.producer import ScoreProducer, ensure_topic
@@ -29,19 +31,22 @@ from sources.producer import ScoreProducer, ensure_topic
 GAME = "demo"
 
 
-def _top10(client: object, settings: Settings, catalog: GameCatalog, now_ms: int) -> list[str]:
-    game = catalog.lookup(GAME)
-    if game is None:
-        return []
-    window = window_for(WindowKind.ALLTIME, now_ms)
-    codec = game.codec(window)
-    key = f"{settings.namespace}:{{{GAME}}}:{window.id}"
-    rows = client.zrevrange(key, 0, 9, withscores=True)  # type: ignore[attr-defined]
-    out = []
-    for rank, (member, composite) in enumerate(rows, start=1):
-        score, _ = codec.split(composite)
-        out.append(f"{rank:>3}. {member.decode():<12} {score:>12,}")
-    return out
+def _frame(
+    reader: BoardReader,
+    watcher: live_view.JobWatcher,
+    topic: str,
+    produced: int,
+    started: float,
+) -> live_view.Frame:
+    """The all-time top-10 of the demo game and the job's rate, lag and dead letters."""
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    page = reader.top(GAME, "alltime", 10, 0, now_ms=now_ms)
+    elapsed = time.monotonic() - started
+    return live_view.frame(
+        f"all-time top 10 of {GAME!r} after {elapsed:5.1f}s, {produced:,} events produced",
+        page["entries"],
+        watcher.look(topic),
+    )
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -70,11 +75,14 @@ def _demo(args: argparse.Namespace) -> int:
         parse_keyring(settings.hmac_keys.reveal()),
         ScoreEventCodec.from_registry(),
     )
-    shown: list[str] = []
-    started = time.monotonic()
+    reader = BoardReader(client, catalog, settings.namespace)
+    watcher = live_view.JobWatcher(settings.state_dir)
     produced = 0
-    next_look = started + 1.0
-    try:
+
+    def frames() -> Iterator[live_view.Frame]:
+        nonlocal produced
+        started = time.monotonic()
+        next_look = started + 1.0
         with ScoreProducer(
             settings.kafka_bootstrap, settings.topic, settings.kafka_extra
         ) as producer:
@@ -86,16 +94,11 @@ def _demo(args: argparse.Namespace) -> int:
                     producer.poll(ahead)
                 if time.monotonic() >= next_look:
                     next_look += 1.0
-                    now_ms = int(datetime.now(UTC).timestamp() * 1000)
-                    top = _top10(client, settings, catalog, now_ms)
-                    if top != shown:
-                        shown = top
-                        elapsed = time.monotonic() - started
-                        print(
-                            f"\n--- all-time top 10 of {GAME!r} after {elapsed:5.1f}s, "
-                            f"{produced:,} events produced ---"
-                        )
-                        print("\n".join(top) or "(empty so far)", flush=True)
+                    yield _frame(reader, watcher, settings.topic, produced, started)
+        yield _frame(reader, watcher, settings.topic, produced, started)
+
+    try:
+        live_view.show(frames())
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
     finally:

@@ -22,6 +22,7 @@ from config.settings import Settings
 from domain.errors import ConfigError, ServiceError
 from domain.games import GameConfig
 from domain.signing import parse_keyring
+from lb.progress_bar import Bar
 from schemas.codec import ScoreEventCodec
 from sources.loadgen import EXPECTED_VALUES, MAX_PLAYERS, LoadConfig, LoadGenerator
 from sources.producer import ScoreProducer, ensure_topic
@@ -160,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
 
     expected: Counter[str] = Counter()
     producer = ScoreProducer(settings.kafka_bootstrap, settings.topic, settings.kafka_extra)
-    progress = _Progress(sys.stderr if show_progress else None)
+    progress = _Progress(sys.stderr if show_progress else None, args.count)
     started = time.monotonic()
     error: str | None = None
     with producer:
@@ -230,32 +231,25 @@ def _game_rules(
 
 
 class _Progress:
-    """A one-line, self-overwriting progress display, at most 4 updates a second."""
+    """A rich progress bar on stderr (a terminal only): produced of ``--count``, rate, ETA."""
 
-    def __init__(self, stream: TextIO | None) -> None:
-        self._stream = stream
+    def __init__(self, stream: TextIO | None, total: int) -> None:
+        self._bar = Bar("produce", total, stream=stream, enabled=stream is not None)
         self._last = -_PROGRESS_INTERVAL_S
 
     def update(self, elapsed: float, producer: ScoreProducer) -> None:
-        if self._stream is None or elapsed - self._last < _PROGRESS_INTERVAL_S:
+        if elapsed - self._last < _PROGRESS_INTERVAL_S:
             return
         self._last = elapsed
-        self._write(elapsed, producer)
+        self._bar.advance_to(producer.produced, self._note(producer))
 
     def finish(self, elapsed: float, producer: ScoreProducer) -> None:
-        if self._stream is not None:
-            self._write(elapsed, producer)
-            self._stream.write("\n")
-            self._stream.flush()
+        self._bar.advance_to(producer.produced, self._note(producer))
+        self._bar.close()
 
-    def _write(self, elapsed: float, producer: ScoreProducer) -> None:
-        assert self._stream is not None
-        rate = producer.produced / elapsed if elapsed > 0 else 0.0
-        self._stream.write(
-            f"\r{producer.produced:>12,} produced {producer.delivered:>12,} delivered "
-            f"{producer.failed:>6,} failed {rate:>10,.0f}/s"
-        )
-        self._stream.flush()
+    @staticmethod
+    def _note(producer: ScoreProducer) -> str:
+        return f"{producer.delivered:,} delivered, {producer.failed:,} failed"
 
 
 def _start_ms(raw: str | None) -> int:

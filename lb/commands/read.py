@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from config.settings import Settings
@@ -56,6 +56,8 @@ def table(rows: Sequence[Entry], marker: str | None = None) -> str:
 
 
 def _top(args: argparse.Namespace) -> int:
+    if args.watch:
+        return _watch(args)
     reader = board_reader(Settings.from_env())
     page = reader.top(args.game, args.window, args.limit, args.offset, args.cursor, now_ms=now_ms())
     if args.json:
@@ -65,6 +67,30 @@ def _top(args: argparse.Namespace) -> int:
     print(table(page["entries"]))
     if page["nextCursor"]:
         print(f"next page: --cursor {page['nextCursor']}")
+    return 0
+
+
+def _watch(args: argparse.Namespace) -> int:
+    """``lb top --watch``: the page and the job's rate, lag and dead letters, redrawn live."""
+    from lb import live_view
+
+    settings = Settings.from_env()
+    reader = board_reader(settings)
+    watcher = live_view.JobWatcher(settings.state_dir)
+
+    def frames() -> Iterator[live_view.Frame]:
+        until = time.monotonic() + args.seconds if args.seconds > 0 else None
+        while True:
+            page = reader.top(args.game, args.window, args.limit, args.offset, now_ms=now_ms())
+            views = watcher.look(settings.topic)
+            yield live_view.frame(
+                f"{args.game} {page['window']} top {args.limit}", page["entries"], views
+            )
+            if until is not None and time.monotonic() >= until:
+                return
+            time.sleep(args.every)
+
+    live_view.show(frames())
     return 0
 
 
@@ -124,6 +150,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     top.add_argument("--limit", type=int, default=10, help="entries per page (1..1000)")
     top.add_argument("--offset", type=int, default=0, help="entries to skip")
     top.add_argument("--cursor", default=None, help="nextCursor of the previous page")
+    top.add_argument(
+        "--watch",
+        action="store_true",
+        help="redraw the page live with the running job's rate, lag and dead letters "
+        "(plain text, printed on change, when stdout is not a terminal); Ctrl-C stops",
+    )
+    top.add_argument("--every", type=float, default=1.0, help="seconds between redraws (--watch)")
+    top.add_argument(
+        "--seconds", type=float, default=0.0, help="stop watching after this long (0: never)"
+    )
     top.set_defaults(handler=_top)
 
     rank = subparsers.add_parser(

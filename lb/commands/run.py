@@ -13,11 +13,14 @@ and waits. Every flag maps onto a ``bytewax.run`` flag; see ``--dry-run``.
 from __future__ import annotations
 
 import argparse
+import logging
 import shlex
 import signal
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from types import FrameType
 
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
@@ -27,8 +30,12 @@ from config.settings import Settings
 from domain.errors import ServiceError
 from flows import preflight
 from flows.scoreboard import FLOW_ID
+from telemetry import logs
 
 RECOVERY_PARTITIONS = 4
+
+#: How often ``launch`` calls its ``watch`` while the processes run.
+WATCH_EVERY_S = 0.5
 
 
 def ensure_dead_letter_topic(settings: Settings, partitions: int, topics: dict[str, int]) -> None:
@@ -94,13 +101,19 @@ def bytewax_argv(
     return argv
 
 
-def launch(args: argparse.Namespace, flow_call: str, flow: str) -> int:
+def launch(
+    args: argparse.Namespace,
+    flow_call: str,
+    flow: str,
+    watch: Callable[[], None] | None = None,
+) -> int:
     """Check, then start the Bytewax process(es) of ``flow_call`` and wait for them.
 
     Settings, games and keys are checked before anything else; ``--dry-run``
     stops there and prints the commands, touching no service and no file.
     Otherwise Redis and Kafka are asked once (a mistake costs seconds, not the
     retry budget) before the dead-letter topic and the recovery store are made.
+    ``watch`` is called about twice a second while the processes run (a progress bar).
     """
     settings = Settings.from_env()
     config = preflight.job_config(settings)
@@ -110,33 +123,54 @@ def launch(args: argparse.Namespace, flow_call: str, flow: str) -> int:
         for argv in _commands(flow_call, recovery, settings, processes, args.workers):
             print(shlex.join(argv))
         return 0
-    topics = preflight.check_services(settings, need_dead_letter_topic=False)
-    partitions = topics[settings.topic]
-    ensure_dead_letter_topic(settings, partitions, topics)
-    if recovery is not None:
-        ensure_recovery_store(settings, flow)
-    print(
-        f"lb {args.command}: {settings.topic} ({partitions} partitions) -> "
-        f"{settings.redis_display_url()} namespace {settings.namespace}; games: "
-        f"{preflight.describe_games(config.catalog, settings.games_file)}; dead letters -> "
-        f"{settings.dlq_topic}; {processes} process(es) x {args.workers} worker(s)"
-        + ("; until the end offsets seen now" if "until_end=True" in flow_call else ""),
-        file=sys.stderr,
-        flush=True,
-    )
-    commands = _commands(flow_call, recovery, settings, processes, args.workers)
-    children = [subprocess.Popen(argv) for argv in commands]
+    children: list[subprocess.Popen[bytes]] = []
     stopping = False
+    spawning = False
 
     def forward(signum: int, frame: FrameType | None) -> None:
         nonlocal stopping
         stopping = True
+        if spawning:
+            return  # reaches every child once they are all started (below)
+        if not children:
+            # Asked to stop before the job started (still checking the services):
+            # nothing runs yet, so stopping now is the clean stop (exit 0).
+            raise SystemExit(0)
         for child in children:
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
 
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
+    topics = preflight.check_services(settings, need_dead_letter_topic=False)
+    partitions = topics[settings.topic]
+    ensure_dead_letter_topic(settings, partitions, topics)
+    if recovery is not None:
+        ensure_recovery_store(settings, flow)
+    start_line = (
+        f"lb {args.command}: {settings.topic} ({partitions} partitions) -> "
+        f"{settings.redis_display_url()} namespace {settings.namespace}; games: "
+        f"{preflight.describe_games(config.catalog, settings.games_file)}; dead letters -> "
+        f"{settings.dlq_topic}; {processes} process(es) x {args.workers} worker(s)"
+        + ("; until the end offsets seen now" if "until_end=True" in flow_call else "")
+    )
+    if settings.log_format == "json":
+        logs.configure("json")
+        logging.getLogger("flows").info(start_line)
+    else:
+        print(start_line, file=sys.stderr, flush=True)
+    commands = _commands(flow_call, recovery, settings, processes, args.workers)
+    # A stop signal arriving while the children are being started waits until
+    # they are all recorded, then reaches every one of them (none is orphaned).
+    spawning = True
+    for argv in commands:
+        children.append(subprocess.Popen(argv))
+    spawning = False
+    if stopping:
+        forward(signal.SIGTERM, None)
+    while watch is not None and any(child.poll() is None for child in children):
+        watch()
+        time.sleep(WATCH_EVERY_S)
     codes = [child.wait() for child in children]
     if stopping:
         # A child still starting up when asked to stop ends by the signal itself.

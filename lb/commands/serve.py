@@ -27,6 +27,7 @@ from api.server import (
     url_of,
 )
 from config.settings import Settings
+from telemetry import server as server_registry
 
 
 def _is_loopback(host: str) -> bool:
@@ -51,6 +52,14 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     url = url_of(sock)
+    host, bound = sock.getsockname()[:2]
+    server_registry.register(
+        settings.state_dir,
+        "api",
+        host,
+        bound,
+        {"topic": settings.topic, "namespace": settings.namespace},
+    )
     print(
         f"lb serve: {url} (live page at {url}/, docs at {url}/docs, OpenAPI at {url}/openapi.json)",
         file=sys.stderr,

@@ -1,4 +1,11 @@
-"""``lb up``, ``lb down``, ``lb status``: the local Kafka broker and Redis."""
+"""``lb up``, ``lb down``, ``lb status``, ``lb monitoring``: local services and their watchers.
+
+``lb status`` also lists every running job and API process registered under
+``<LB_STATE_DIR>/run/`` with its metrics address, and for a job its
+readiness, per-partition lag and rates (two scrapes ``--interval`` apart).
+``lb up --monitoring`` (or ``lb monitoring up``) adds Debian's Prometheus on
+loopback, scraping those processes with the shipped alert rules.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,7 @@ from config.clients import probe_kafka, probe_redis
 from config.settings import Settings
 from domain.errors import LeaderboardError
 from infra import services
+from telemetry import prometheus, scrape
 
 #: How long ``lb status`` waits for a service that ``lb up`` did not record.
 STATUS_TIMEOUT_S = 2.0
@@ -54,13 +62,17 @@ def _up(args: argparse.Namespace) -> int:
         cluster=args.cluster,
         cluster_base_port=args.cluster_port,
     )
+    if args.monitoring:
+        settings = Settings.from_env()
+        doc.update(prometheus.up(settings.state_dir, settings.prometheus_port))
     doc["seconds"] = round(time.monotonic() - started, 2)
     print(json.dumps(doc) if args.json else _human(doc))
     return 0
 
 
 def _down(args: argparse.Namespace) -> int:
-    stopped = services.down(_dirs())
+    dirs = _dirs()
+    stopped = (["prometheus"] if prometheus.down(dirs.state_dir) else []) + services.down(dirs)
     print(
         json.dumps({"stopped": stopped})
         if args.json
@@ -75,8 +87,10 @@ def _status(args: argparse.Namespace) -> int:
     doc: dict[str, object] = services.status(dirs) or configured_status(settings)
     if not args.json and doc.get("recorded") is False:
         print(f"no services recorded in {settings.state_dir}; the configured ones:")
-    print(json.dumps(doc) if args.json else _human(doc))
     healthy = all(v for k, v in doc.items() if k.endswith("_up"))
+    doc.update(prometheus.status(settings.state_dir))
+    doc.update(scrape.processes(settings.state_dir, args.interval))
+    print(json.dumps(doc) if args.json else _human(doc))
     return 0 if healthy and doc else 1
 
 
@@ -90,9 +104,42 @@ def _human(doc: dict[str, object]) -> str:
             where = doc[name]
             shown = ", ".join(map(str, where)) if isinstance(where, list) else where
             lines.append(f"{name:14} {state:5} {shown}")
+    if "prometheus" in doc:
+        state = "up" if doc.get("prometheus_up") else "DOWN"
+        lines.append(f"{'prometheus':14} {state:5} {doc['prometheus']}")
+    lines += [_job_line(job) for job in doc.get("jobs", [])]  # type: ignore[attr-defined]
+    for api in doc.get("api", []):  # type: ignore[attr-defined]
+        state = "ready" if api.get("ready") else "NOT READY"
+        lines.append(f"{'api':14} {state:5} {api['url']} (metrics {api['metrics']})")
     if "seconds" in doc:
         lines.append(f"ready in {doc['seconds']}s")
     return "\n".join(lines)
+
+
+def _job_line(job: dict[str, object]) -> str:
+    """One line per job process, answering "is it keeping up?"."""
+    where = f"job {job.get('process')} pid {job.get('pid')}"
+    if not job.get("up"):
+        return f"{where:14} DOWN  {job.get('metrics')}"
+    rates: dict[str, float] = job.get("rates") or {}  # type: ignore[assignment]
+    state = "ready" if job.get("ready") else "NOT READY"
+    return (
+        f"{where:14} {state:5} {job.get('topic')}: lag {job.get('lag_total', 0):,} records, "
+        f"{rates.get('records_per_s', 0.0):,.0f} records/s "
+        f"({'keeping up' if job.get('keeping_up') else 'FALLING BEHIND'}); {job.get('metrics')}"
+    )
+
+
+def _monitoring(args: argparse.Namespace) -> int:
+    settings = Settings.from_env()
+    if args.action == "up":
+        doc = prometheus.up(settings.state_dir, settings.prometheus_port)
+    elif args.action == "down":
+        doc = {"stopped": ["prometheus"] if prometheus.down(settings.state_dir) else []}
+    else:
+        doc = prometheus.status(settings.state_dir) or {"prometheus": None}
+    print(json.dumps(doc) if args.json else "\n".join(f"{k}: {v}" for k, v in doc.items()))
+    return 0 if args.action != "status" or doc.get("prometheus_up") else 1
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -111,6 +158,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=None,
         help="first of the 3 cluster ports (default: as recorded, 17101)",
     )
+    up.add_argument(
+        "--monitoring",
+        action="store_true",
+        help="also start Prometheus on 127.0.0.1:LB_PROMETHEUS_PORT (default 29090), "
+        "scraping every registered job and API process, with the alert rules",
+    )
     up.add_argument("--json", action="store_true", help="print a JSON document")
     up.set_defaults(handler=_up)
 
@@ -122,4 +175,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "status", help="where the services listen and whether they answer"
     )
     status.add_argument("--json", action="store_true", help="print a JSON document")
+    status.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        help="seconds between the two scrapes of each job that measure its rates (default 1)",
+    )
     status.set_defaults(handler=_status)
+
+    monitoring = subparsers.add_parser(
+        "monitoring",
+        help="Prometheus on loopback scraping the registered job and API processes",
+        description=prometheus.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    monitoring.add_argument(
+        "action",
+        choices=("up", "down", "status"),
+        help="up: start Prometheus (idempotent); down: stop it; status: where it listens",
+    )
+    monitoring.add_argument("--json", action="store_true", help="print a JSON document")
+    monitoring.set_defaults(handler=_monitoring)

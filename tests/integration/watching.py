@@ -1,0 +1,70 @@
+"""Helpers of the operability tests: a tailing job, waiting for a condition, HTTP GETs.
+
+A wait here is for a condition that must become true, with a generous bound
+so a slow, shared machine only makes it slower; nothing asserts on timing.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.integration.streams import REPO
+
+#: How long a condition may take to become true before the test fails.
+PATIENCE_S = 180.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def http_get(url: str) -> tuple[int, str]:
+    """(status, body), also for a 4xx/5xx answer."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def start_job(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[str]:
+    """``lb <args>`` in the background, its output in ``log``."""
+    with log.open("w") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "lb.cli", *args],
+            env=env,
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+
+def until(
+    what: str,
+    check: Callable[[], Any],
+    log: Path,
+    proc: subprocess.Popen[str] | None = None,
+    every_s: float = 0.3,
+) -> Any:
+    """``check()``'s first truthy answer; fails naming ``what`` (and the job's log tail)."""
+    deadline = time.monotonic() + PATIENCE_S
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        if proc is not None:
+            assert proc.poll() is None, f"the job ended: {log.read_text()[-3000:]}"
+        time.sleep(every_s)
+    raise AssertionError(f"never happened: {what}; last: {last!r}\n{log.read_text()[-3000:]}")
