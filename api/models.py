@@ -37,7 +37,15 @@ class WindowQuery(_Query):
     window: Window = DEFAULT_WINDOW
 
 
-class TopQuery(WindowQuery):
+class RankedQuery(WindowQuery):
+    """Reads that report ranks: unique (default) or competition ("1224")."""
+
+    rank_mode: Literal["unique", "competition"] = Field(
+        "unique", description='"competition": equal scores share a rank (1, 2, 2, 4)'
+    )
+
+
+class TopQuery(RankedQuery):
     """A page: by offset, or after a cursor (not both)."""
 
     limit: int = Field(10, ge=1, le=MAX_LIMIT, description="page size")
@@ -45,7 +53,7 @@ class TopQuery(WindowQuery):
     cursor: str | None = Field(None, description="nextCursor of the previous page")
 
 
-class NeighborsQuery(WindowQuery):
+class NeighborsQuery(RankedQuery):
     """How many neighbours on each side."""
 
     k: int = Field(5, ge=0, le=MAX_K, description="neighbours on each side")

@@ -35,11 +35,11 @@ from api.models import (
     NeighborsQuery,
     NoQuery,
     Rank,
+    RankedQuery,
     ScoreEventIn,
     ScoreSubmission,
     TopPage,
     TopQuery,
-    WindowQuery,
     errors,
 )
 from domain.errors import QueryError
@@ -109,7 +109,9 @@ def _absent(player_id: str, window_id: str) -> ApiError:
 async def top(game: GameId, q: Annotated[TopQuery, Query()], boards: AsyncBoards, now: Now) -> Any:
     """One page by offset or cursor; ``nextCursor`` is null at the end."""
     return JSONResponse(
-        await boards.top(game, q.window, q.limit, q.offset, q.cursor or None, now_ms=now)
+        await boards.top(
+            game, q.window, q.limit, q.offset, q.cursor or None, now_ms=now, ranks=q.rank_mode
+        )
     )
 
 
@@ -122,12 +124,12 @@ async def top(game: GameId, q: Annotated[TopQuery, Query()], boards: AsyncBoards
 async def rank(
     game: GameId,
     player: PlayerId,
-    q: Annotated[WindowQuery, Query()],
+    q: Annotated[RankedQuery, Query()],
     boards: AsyncBoards,
     now: Now,
 ) -> Any:
     """404 ``NOT_FOUND`` when the player has no score on that board."""
-    answer = await boards.rank(game, player, q.window, now_ms=now)
+    answer = await boards.rank(game, player, q.window, now_ms=now, ranks=q.rank_mode)
     if answer["score"] is None:
         raise _absent(player, answer["window"])
     return JSONResponse(answer)
@@ -147,7 +149,7 @@ async def neighbors(
     now: Now,
 ) -> Any:
     """``above + [player] + below`` is one contiguous slice; 404 without a score."""
-    answer = await boards.around(game, player, q.window, q.k, now_ms=now)
+    answer = await boards.around(game, player, q.window, q.k, now_ms=now, ranks=q.rank_mode)
     if answer["player"] is None:
         raise _absent(player, answer["window"])
     return JSONResponse(answer)

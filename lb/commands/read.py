@@ -57,7 +57,15 @@ def table(rows: Sequence[Entry], marker: str | None = None) -> str:
 
 def _top(args: argparse.Namespace) -> int:
     reader = board_reader(Settings.from_env())
-    page = reader.top(args.game, args.window, args.limit, args.offset, args.cursor, now_ms=now_ms())
+    page = reader.top(
+        args.game,
+        args.window,
+        args.limit,
+        args.offset,
+        args.cursor,
+        now_ms=now_ms(),
+        ranks=args.rank_mode,
+    )
     if args.json:
         emit(page)
         return 0
@@ -70,7 +78,7 @@ def _top(args: argparse.Namespace) -> int:
 
 def _rank(args: argparse.Namespace) -> int:
     reader = board_reader(Settings.from_env())
-    answer = reader.rank(args.game, args.player, args.window, now_ms=now_ms())
+    answer = reader.rank(args.game, args.player, args.window, now_ms=now_ms(), ranks=args.rank_mode)
     if args.json:
         emit(answer)
     elif answer["score"] is None:
@@ -86,7 +94,9 @@ def _rank(args: argparse.Namespace) -> int:
 
 def _around(args: argparse.Namespace) -> int:
     reader = board_reader(Settings.from_env())
-    answer = reader.around(args.game, args.player, args.window, args.k, now_ms=now_ms())
+    answer = reader.around(
+        args.game, args.player, args.window, args.k, now_ms=now_ms(), ranks=args.rank_mode
+    )
     if args.json:
         emit(answer)
     elif answer["player"] is None:
@@ -110,6 +120,16 @@ def add_window(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the JSON answer")
 
 
+def add_rank_mode(parser: argparse.ArgumentParser) -> None:
+    """``--rank-mode``: unique ranks (default) or competition ranks (1, 2, 2, 4)."""
+    parser.add_argument(
+        "--rank-mode",
+        choices=("unique", "competition"),
+        default="unique",
+        help="'competition': equal scores share a rank (1, 2, 2, 4)",
+    )
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``top``, ``rank`` and ``around``."""
     top = subparsers.add_parser(
@@ -124,6 +144,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     top.add_argument("--limit", type=int, default=10, help="entries per page (1..1000)")
     top.add_argument("--offset", type=int, default=0, help="entries to skip")
     top.add_argument("--cursor", default=None, help="nextCursor of the previous page")
+    add_rank_mode(top)
     top.set_defaults(handler=_top)
 
     rank = subparsers.add_parser(
@@ -135,6 +156,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     add_game(rank, player=True)
     add_window(rank)
+    add_rank_mode(rank)
     rank.set_defaults(handler=_rank)
 
     around = subparsers.add_parser(
@@ -146,4 +168,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add_game(around, player=True)
     add_window(around)
     around.add_argument("--k", type=int, default=5, help="neighbours on each side (0..100)")
+    add_rank_mode(around)
     around.set_defaults(handler=_around)
