@@ -10,15 +10,19 @@ one key and split over shards (the merge must honour the order too).
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from domain.errors import QueryError
 from domain.games import GameCatalog
 from domain.planner import shard_of
+from jobs.archiver import Archiver, archive_path
 from readers.boards import BoardReader
 from readers.friends import FriendsReader
 
@@ -39,6 +43,12 @@ max_score = 1000
 windows = ["alltime"]
 [games."seasoned".seasons]
 s3 = { start = 2026-05-01, end = 2026-06-01 }
+[games."raceseason"]
+order = "asc"
+max_score = 1000
+windows = ["alltime"]
+[games."raceseason".seasons]
+spring = { start = 2026-03-01, end = 2026-06-01 }
 """
 NOW_MS = int(datetime(2026, 5, 6, 12, 0, tzinfo=UTC).timestamp() * 1000)
 T0 = int(datetime(2026, 5, 2, tzinfo=UTC).timestamp() * 1000)
@@ -160,3 +170,19 @@ def test_a_season_is_its_own_board(client: Any, catalog: GameCatalog, namespace:
         reader.top("seasoned", "season:s9", 5, now_ms=NOW_MS)
     with pytest.raises(QueryError, match="season"):
         reader.top("race", "season:s3", 5, now_ms=NOW_MS)
+
+
+def test_a_finished_asc_season_is_archived_lowest_first(
+    client: Any, catalog: GameCatalog, namespace: str, tmp_path: Path
+) -> None:
+    board = random_board(3, 40)
+    write(client, catalog, namespace, "raceseason", "season:spring", board)
+    client.sadd(f"{namespace}:{{raceseason}}:meta:boards", "season:spring")
+    now = int(time.time() * 1000)
+    report = Archiver(client, catalog, namespace, tmp_path).run_once(now)
+    assert [(a["game"], a["window"]) for a in report.archived] == [("raceseason", "season:spring")]
+    path = archive_path(tmp_path, "raceseason", "season:spring")
+    rows = pq.read_table(path).to_pylist()
+    assert [(r["rank"], r["playerId"], r["score"]) for r in rows] == [
+        (i, p, s) for i, (p, s) in enumerate(ranked(board, asc=True), start=1)
+    ]
