@@ -143,6 +143,26 @@ def test_reads_give_the_python_api_answers(
     ]:
         assert http.get(path)[2] == expected, path
 
+    # rank_mode=competition: equal scores share a rank, like the Python API's ranks=.
+    for path, expected in [
+        (
+            "/v1/leaderboards/g/top?limit=9&offset=1&rank_mode=competition",
+            reader.top("g", "alltime", 9, 1, now_ms=NOW_MS, ranks="competition"),
+        ),
+        (
+            "/v1/leaderboards/g/players/p8?rank_mode=competition",
+            reader.rank("g", "p8", "alltime", now_ms=NOW_MS, ranks="competition"),
+        ),
+        (
+            "/v1/leaderboards/sh/players/s7/neighbors?k=3&rank_mode=competition",
+            reader.around("sh", "s7", "alltime", 3, now_ms=NOW_MS, ranks="competition"),
+        ),
+    ]:
+        assert http.get(path)[2] == expected, path
+    shared = http.get("/v1/leaderboards/sh/top?limit=10&rank_mode=competition")[2]["entries"]
+    assert [e["rank"] for e in shared] == [1, 1, 1, 4, 4, 4, 7, 7, 7, 10]  # scores 8,8,8,7,7,7,..
+    assert http.get("/v1/leaderboards/g/top?rank_mode=dense")[0] == 400
+
     # "daily" is resolved with the server's clock (fixed here): empty board, no error.
     status, _, daily = http.get("/v1/leaderboards/g/top?window=daily")
     assert (status, daily["window"], daily["entries"]) == (200, "daily:2026-05-06", [])
