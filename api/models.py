@@ -18,7 +18,11 @@ DEFAULT_WINDOW = "alltime"
 #: Largest batch ``POST /v1/scores`` accepts in one request.
 MAX_BATCH = 1000
 _MAX_LONG = 2**63 - 1
-_WINDOW_HELP = "alltime, daily, weekly (the current one, UTC) or daily:YYYY-MM-DD / weekly:YYYY-Www"
+_WINDOW_HELP = (
+    "alltime, hourly, daily, weekly, monthly (the current one, in the game's reset time "
+    "zone), daily:YYYY-MM-DD / weekly:YYYY-Www / monthly:YYYY-MM / hourly:YYYY-MM-DDTHH+hhmm, "
+    "or season:NAME"
+)
 
 Window = Annotated[str, Field(description=_WINDOW_HELP, examples=["weekly"])]
 

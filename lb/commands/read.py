@@ -21,8 +21,9 @@ from readers import game_catalog, redis_client
 from readers.boards import BoardReader
 
 WINDOW_HELP = (
-    "alltime, daily, weekly (the current UTC day / ISO week) or an explicit "
-    "daily:YYYY-MM-DD / weekly:YYYY-Www (default: alltime)"
+    "alltime, hourly, daily, weekly, monthly (the current one, in the game's reset "
+    "time zone), an explicit daily:YYYY-MM-DD / weekly:YYYY-Www / monthly:YYYY-MM / "
+    "hourly:YYYY-MM-DDTHH+hhmm, or season:NAME (default: alltime)"
 )
 
 
