@@ -63,6 +63,43 @@ class NeighborsQuery(RankedQuery):
     k: int = Field(5, ge=0, le=MAX_K, description="neighbours on each side")
 
 
+class HotQuery(WindowQuery):
+    """Heavy hitters of one period: how many, and optionally one player's estimate."""
+
+    limit: int = Field(10, ge=1, le=MAX_LIMIT, description="players and games listed")
+    playerId: str | None = Field(None, description="also estimate this player's event count")
+
+
+class HotRow(BaseModel):
+    """One heavy hitter: estimated events and the range the true count lies in."""
+
+    playerId: str | None = None
+    gameId: str | None = None
+    events: int
+    lowerBound: int
+    upperBound: int
+
+
+class HotPlayer(BaseModel):
+    """A count-min estimate of one player's events (never below the true count)."""
+
+    playerId: str
+    events: int
+    lowerBound: int
+
+
+class Hot(BaseModel):
+    """The most active players and games of a period (``lb hot --publish``)."""
+
+    window: str
+    builtAtMs: int = Field(description="when the counts were published (epoch ms)")
+    events: int = Field(description="events counted for this game in the period")
+    errorBound: int = Field(description="any listed count is within this many events")
+    players: list[HotRow]
+    games: list[HotRow]
+    player: HotPlayer | None
+
+
 class FriendsBoardQuery(WindowQuery):
     """Whose friends board."""
 

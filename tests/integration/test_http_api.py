@@ -434,3 +434,31 @@ def test_batches_and_concurrent_requests_are_all_acknowledged(
         for m in _consume(kafka_bootstrap, topic, 69)
     )
     assert ids == sorted([f"b-{i}" for i in range(5)] + [f"c-{i}" for i in range(64)])
+
+
+def test_hot_serves_the_published_counts_and_404_before(
+    http: Client, redis_client: Any, namespace: str
+) -> None:
+    from domain.heavy_hitters import ActivityCounts, hot_key
+
+    status, _, body = http.get("/v1/leaderboards/g/hot?window=daily")
+    assert status == 404 and "lb hot g" in body["error"]["message"]
+    players, games = ActivityCounts(), ActivityCounts()
+    players.add_all(["bot"] * 50 + [f"p{i}" for i in range(20)])
+    games.add("g", 70)
+    redis_client.hset(
+        hot_key(namespace, "g", "daily:2026-05-06"),
+        mapping={"players": players.encode(), "games": games.encode(), "builtAtMs": NOW_MS},
+    )
+    status, _, body = http.get("/v1/leaderboards/g/hot?window=daily&limit=2&playerId=bot")
+    assert status == 200
+    assert body["window"] == "daily:2026-05-06" and body["events"] == 70
+    assert body["players"][0] == {
+        "playerId": "bot",
+        "events": 50,
+        "lowerBound": 50,
+        "upperBound": 50,
+    }
+    assert len(body["players"]) == 2 and body["games"][0]["gameId"] == "g"
+    assert body["player"] == {"playerId": "bot", "events": 50, "lowerBound": 50}
+    assert http.get("/v1/leaderboards/g/hot?limit=0")[0] == 400
