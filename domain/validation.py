@@ -156,7 +156,13 @@ class _GameRules:
             # event cannot improve, when wider boards hold at least as much.
             windows = self.game.windows_at(ts_ms)
             ends = [w.end_ms + self.game.lateness_ms for w in windows if w.end_ms is not None]
-            found = self._by_day[day] = (windows, min(ends, default=2**62))
+            found = (windows, min(ends, default=2**62))
+            # A historic local-mean-time offset (years before ~1900) is not on a
+            # quarter hour: such a bucket is computed per event, never memoised.
+            if all(w.start_ms is None or w.start_ms % _MEMO_MS == 0 for w in windows) and all(
+                w.end_ms is None or w.end_ms % _MEMO_MS == 0 for w in windows
+            ):
+                self._by_day[day] = found
         return found
 
 

@@ -236,3 +236,21 @@ def test_asc_order_in_the_catalog() -> None:
         GameCatalog.from_toml('[games."race"]\norder = "up"\n')
     with pytest.raises(ConfigError, match="14271045"):  # the same bound as a descending board
         GameCatalog.from_toml('[games."race"]\norder = "asc"\nmax_score = 20000000\n')
+
+
+def test_the_validator_memo_never_serves_a_window_that_misses_the_event() -> None:
+    """Quarter-hour memo buckets, checked at DST edges and at a historic LMT offset."""
+    from domain.validation import _GameRules
+
+    game = GameConfig(
+        windows=(WindowKind.HOURLY, WindowKind.DAILY, WindowKind.MONTHLY),
+        calendar=Calendar("Europe/Amsterdam"),
+    )
+    rules = _GameRules(game)
+    moments = [ms("2026-03-29T00:59:59.999+00:00"), ms("2026-03-29T01:00:00+00:00")]
+    moments += [ms("1900-01-01T00:00:00+00:00") + i * 300_000 for i in range(-12, 12)]
+    for ts in moments + list(reversed(moments)):
+        windows, _ = rules.windows_of(ts)
+        for window in windows:
+            assert window.start_ms is not None and window.end_ms is not None
+            assert window.start_ms <= ts < window.end_ms, (ts, window)
