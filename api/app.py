@@ -41,6 +41,7 @@ from readers import redis_client
 from readers.async_boards import AsyncBoardReader
 from readers.boards import BoardReader
 from readers.friends import FriendsReader
+from readers.hot import HotReader
 from schemas.codec import ScoreEventCodec
 from sources.producer import ScoreProducer
 
@@ -163,6 +164,7 @@ def create_app(
         state.boards = BoardReader(sync_client, games, settings.namespace)
         state.async_boards = AsyncBoardReader(state.boards, async_client)
         state.friends = FriendsReader(sync_client, games, settings.namespace)
+        state.hot = HotReader(sync_client, games, settings.namespace)
         state.intake = ScoreIntake(
             parse_keyring(settings.hmac_keys.reveal()),
             games,

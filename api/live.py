@@ -369,6 +369,8 @@ class Subscription:
         self._shown: set[str] = set()
         #: The lowest score on the last full page (None: the page had room).
         self._floor: int | None = None
+        #: Lowest-wins boards: a change reaches the page at or *below* its last score.
+        self._ascending = config.ascending
         self._rank: dict[str, Any] | None = None
         self._window: tuple[int, str] = (-1, "")  # (valid until ms, window id)
         self.subscriber = Subscriber(
@@ -517,11 +519,14 @@ class Subscription:
         """Whether a change may alter the top N.
 
         It does when it moves a player shown on the last page, or reaches that
-        page's lowest score (ties included), or the page had room.
+        page's last score (ties included; "reaches" is "at or below" on a
+        lowest-wins board), or the page had room.
         """
         if change.player in self._shown or self._floor is None:
             return True
-        return change.new is not None and change.new >= self._floor
+        if change.new is None:
+            return False
+        return change.new <= self._floor if self._ascending else change.new >= self._floor
 
     def _moves(self, change: StreamChange, player: str) -> bool:
         """Whether a change could have moved the player (them, or anyone at or above them)."""

@@ -18,7 +18,11 @@ DEFAULT_WINDOW = "alltime"
 #: Largest batch ``POST /v1/scores`` accepts in one request.
 MAX_BATCH = 1000
 _MAX_LONG = 2**63 - 1
-_WINDOW_HELP = "alltime, daily, weekly (the current one, UTC) or daily:YYYY-MM-DD / weekly:YYYY-Www"
+_WINDOW_HELP = (
+    "alltime, hourly, daily, weekly, monthly (the current one, in the game's reset time "
+    "zone), daily:YYYY-MM-DD / weekly:YYYY-Www / monthly:YYYY-MM / hourly:YYYY-MM-DDTHH+hhmm, "
+    "or season:NAME"
+)
 
 Window = Annotated[str, Field(description=_WINDOW_HELP, examples=["weekly"])]
 
@@ -37,7 +41,15 @@ class WindowQuery(_Query):
     window: Window = DEFAULT_WINDOW
 
 
-class TopQuery(WindowQuery):
+class RankedQuery(WindowQuery):
+    """Reads that report ranks: unique (default) or competition ("1224")."""
+
+    rank_mode: Literal["unique", "competition"] = Field(
+        "unique", description='"competition": equal scores share a rank (1, 2, 2, 4)'
+    )
+
+
+class TopQuery(RankedQuery):
     """A page: by offset, or after a cursor (not both)."""
 
     limit: int = Field(10, ge=1, le=MAX_LIMIT, description="page size")
@@ -45,10 +57,47 @@ class TopQuery(WindowQuery):
     cursor: str | None = Field(None, description="nextCursor of the previous page")
 
 
-class NeighborsQuery(WindowQuery):
+class NeighborsQuery(RankedQuery):
     """How many neighbours on each side."""
 
     k: int = Field(5, ge=0, le=MAX_K, description="neighbours on each side")
+
+
+class HotQuery(WindowQuery):
+    """Heavy hitters of one period: how many, and optionally one player's estimate."""
+
+    limit: int = Field(10, ge=1, le=MAX_LIMIT, description="players and games listed")
+    playerId: str | None = Field(None, description="also estimate this player's event count")
+
+
+class HotRow(BaseModel):
+    """One heavy hitter: estimated events and the range the true count lies in."""
+
+    playerId: str | None = None
+    gameId: str | None = None
+    events: int
+    lowerBound: int
+    upperBound: int
+
+
+class HotPlayer(BaseModel):
+    """A count-min estimate of one player's events (never below the true count)."""
+
+    playerId: str
+    events: int
+    lowerBound: int
+
+
+class Hot(BaseModel):
+    """The most active players and games of a period (``lb hot --publish``)."""
+
+    window: str
+    builtAtMs: int = Field(description="when the counts were published (epoch ms)")
+    events: int = Field(description="events counted for this game in the period")
+    errorBound: int = Field(description="any listed count is within this many events")
+    players: list[HotRow]
+    games: list[HotRow]
+    player: HotPlayer | None
 
 
 class FriendsBoardQuery(WindowQuery):

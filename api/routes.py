@@ -31,20 +31,23 @@ from api.models import (
     FriendsBoard,
     FriendsBoardQuery,
     Health,
+    Hot,
+    HotQuery,
     Neighbors,
     NeighborsQuery,
     NoQuery,
     Rank,
+    RankedQuery,
     ScoreEventIn,
     ScoreSubmission,
     TopPage,
     TopQuery,
-    WindowQuery,
     errors,
 )
 from domain.errors import QueryError
 from readers.async_boards import AsyncBoardReader
 from readers.friends import FriendsReader
+from readers.hot import HotReader
 
 router = APIRouter()
 
@@ -80,6 +83,11 @@ async def _friends(request: Request) -> FriendsReader:
     return reader
 
 
+async def _hot(request: Request) -> HotReader:
+    reader: HotReader = request.app.state.hot
+    return reader
+
+
 async def _now(request: Request) -> int:
     now: int = request.app.state.clock()
     return now
@@ -91,6 +99,7 @@ FriendId = Annotated[str, Depends(_friend)]
 AsyncBoards = Annotated[AsyncBoardReader, Depends(_boards)]
 FriendsOf = Annotated[FriendsReader, Depends(_friends)]
 Now = Annotated[int, Depends(_now)]
+HotOf = Annotated[HotReader, Depends(_hot)]
 _NoQuery = Annotated[NoQuery, Query()]
 
 
@@ -109,7 +118,9 @@ def _absent(player_id: str, window_id: str) -> ApiError:
 async def top(game: GameId, q: Annotated[TopQuery, Query()], boards: AsyncBoards, now: Now) -> Any:
     """One page by offset or cursor; ``nextCursor`` is null at the end."""
     return JSONResponse(
-        await boards.top(game, q.window, q.limit, q.offset, q.cursor or None, now_ms=now)
+        await boards.top(
+            game, q.window, q.limit, q.offset, q.cursor or None, now_ms=now, ranks=q.rank_mode
+        )
     )
 
 
@@ -122,12 +133,12 @@ async def top(game: GameId, q: Annotated[TopQuery, Query()], boards: AsyncBoards
 async def rank(
     game: GameId,
     player: PlayerId,
-    q: Annotated[WindowQuery, Query()],
+    q: Annotated[RankedQuery, Query()],
     boards: AsyncBoards,
     now: Now,
 ) -> Any:
     """404 ``NOT_FOUND`` when the player has no score on that board."""
-    answer = await boards.rank(game, player, q.window, now_ms=now)
+    answer = await boards.rank(game, player, q.window, now_ms=now, ranks=q.rank_mode)
     if answer["score"] is None:
         raise _absent(player, answer["window"])
     return JSONResponse(answer)
@@ -147,7 +158,7 @@ async def neighbors(
     now: Now,
 ) -> Any:
     """``above + [player] + below`` is one contiguous slice; 404 without a score."""
-    answer = await boards.around(game, player, q.window, q.k, now_ms=now)
+    answer = await boards.around(game, player, q.window, q.k, now_ms=now, ranks=q.rank_mode)
     if answer["player"] is None:
         raise _absent(player, answer["window"])
     return JSONResponse(answer)
@@ -170,6 +181,25 @@ def friends_board(
     board = friends.board(game, q.playerId, q.window, now_ms=now)
     response.headers["Cache-Control"] = f"private, max-age={board['ttl']}"
     return board
+
+
+@router.get(
+    "/v1/leaderboards/{gameId}/hot",
+    response_model=Hot,
+    responses=errors(400, 404, 500, 503),
+    summary="The most active players and games of a period (heavy hitters)",
+)
+def hot(game: GameId, q: Annotated[HotQuery, Query()], counts: HotOf, now: Now) -> Any:
+    """404 ``NOT_FOUND`` until ``lb hot GAME --window W --publish`` has published the period."""
+    answer = counts.hot(game, q.window, q.limit, q.playerId, now_ms=now)
+    if answer is None:
+        raise ApiError(
+            HTTPStatus.NOT_FOUND,
+            "NOT_FOUND",
+            f"no activity counts published for {game!r} on {q.window!r} "
+            f"(lb hot {game} --window {q.window} --publish)",
+        )
+    return JSONResponse(answer)
 
 
 @router.get(

@@ -21,17 +21,58 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from domain.errors import ConfigError
+from domain.errors import ConfigError, EncodingError, QueryError
 from domain.scoring import TieCodec, TieResolution
-from domain.windows import DAY_MS, WEEK_MS, Window, WindowKind
+from domain.windows import (
+    CONTAINED_IN,
+    DAY_MS,
+    HOUR_MS,
+    LISTED_KINDS,
+    NARROW_FIRST,
+    UTC_CALENDAR,
+    WEEK_MS,
+    Calendar,
+    Window,
+    WindowKind,
+    local_midnight_ms,
+    parse_window,
+    weekday_of,
+    window_for,
+    window_from_id,
+    zone_of,
+)
 
-__all__ = ["GameCatalog", "GameConfig", "Operator", "valid_game_id"]
+__all__ = ["GameCatalog", "GameConfig", "Operator", "Order", "Season", "valid_game_id"]
 
 _GAME_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_SEASON_NAME = re.compile(r"[A-Za-z0-9._-]{1,32}")
+#: Every real UTC offset and DST transition is on a quarter hour; seasons must be
+#: too, so the validator can memoise a game's windows per quarter hour of event time.
+QUARTER_HOUR_MS = 900_000
 
 
 def _utc_ms(year: int, month: int, day: int) -> int:
     return int(dt.datetime(year, month, day, tzinfo=dt.UTC).timestamp()) * 1000
+
+
+class Order(enum.StrEnum):
+    """Which end of the board wins: ``desc`` (highest score first) or ``asc`` (lowest)."""
+
+    DESC = "desc"
+    ASC = "asc"
+
+
+@dataclass(frozen=True, slots=True)
+class Season:
+    """A named, configured event-time range with its own board (``season:<name>``)."""
+
+    name: str
+    start_ms: int
+    end_ms: int
+
+    @property
+    def window(self) -> Window:
+        return Window(WindowKind.SEASON, f"season:{self.name}", self.start_ms, self.end_ms)
 
 
 class Operator(enum.StrEnum):
@@ -74,29 +115,101 @@ class GameConfig:
     alltime_origin_ms: int = _utc_ms(2020, 1, 1)
     alltime_until_ms: int = _utc_ms(2040, 1, 1)
     """Exclusive end of the all-time tie-break range; later events cannot be encoded."""
+    order: Order = Order.DESC
+    calendar: Calendar = UTC_CALENDAR
+    """The time zone and first weekday the hourly..monthly boards reset in."""
+    hourly_retention_s: int = 172_800
+    monthly_retention_s: int = 5_356_800
+    """62 days: a closed month stays readable for two more months."""
+    seasons: tuple[Season, ...] = ()
+
+    @property
+    def ascending(self) -> bool:
+        """Whether the lowest score wins (``order = "asc"``)."""
+        return self.order is Order.ASC
 
     def codec(self, window: Window) -> TieCodec:
         """The composite encoding of ``window``'s board.
 
         A windowed board only needs slots for its own period, which is why daily
         boards can hold far larger scores than the all-time board at the same
-        resolution.
+        resolution. An ascending game's boards store ``max_score - score``.
         """
         if window.start_ms is None or window.end_ms is None:
-            return TieCodec(
-                self.alltime_origin_ms,
-                self.alltime_until_ms - self.alltime_origin_ms,
-                self.tie_resolution,
-            )
-        return TieCodec(window.start_ms, window.end_ms - window.start_ms, self.tie_resolution)
+            origin, end = self.alltime_origin_ms, self.alltime_until_ms
+        else:
+            origin, end = window.start_ms, window.end_ms
+        return TieCodec(
+            origin, end - origin, self.tie_resolution, self.order is Order.ASC, self.max_score
+        )
+
+    def keeps(self, kind: WindowKind) -> bool:
+        """Whether this game has boards of ``kind`` (seasons: when any is configured)."""
+        if kind is WindowKind.SEASON:
+            return bool(self.seasons)
+        return kind in self.windows
+
+    def kept_kinds(self) -> tuple[WindowKind, ...]:
+        """The kinds of board the game keeps, seasons included, for messages."""
+        return self.windows + ((WindowKind.SEASON,) if self.seasons else ())
+
+    def windows_at(self, ts_ms: int) -> tuple[Window, ...]:
+        """Every board an event at ``ts_ms`` updates, narrowest first.
+
+        Seasons are included while ``ts_ms`` lies in them. Raises
+        :class:`EncodingError` for a time no window id can name.
+        """
+        kinds = sorted(self.windows, key=NARROW_FIRST.__getitem__)
+        out = [window_for(kind, ts_ms, self.calendar) for kind in kinds if kind in LISTED_KINDS]
+        seasons = [s.window for s in self.seasons if s.start_ms <= ts_ms < s.end_ms]
+        if seasons:
+            at = next((i for i, w in enumerate(out) if w.kind is WindowKind.ALLTIME), len(out))
+            out[at:at] = seasons
+        return tuple(out)
+
+    def stops_after(self, kind: WindowKind) -> bool:
+        """Whether an unchanged ``best`` on a board of ``kind`` leaves every wider one unchanged.
+
+        True when every board listed after ``kind`` (narrowest first) always
+        contains its window: a wider board's best is then never below this one's.
+        Weekly and monthly boards overlap without nesting, and seasons nest in
+        nothing but all-time, so those games keep folding past them.
+        """
+        later = [k for k in self.kept_kinds() if NARROW_FIRST[k] > NARROW_FIRST[kind]]
+        return all(k in CONTAINED_IN[kind] for k in later) and (
+            kind is not WindowKind.SEASON or len(self.seasons) == 1 or not later
+        )
+
+    def window(self, window_id: str) -> Window:
+        """The window an explicit id names in this game's calendar and seasons.
+
+        :class:`QueryError` for an id that is malformed, unknown, or of a kind the
+        game does not keep.
+        """
+        if window_id.startswith("season:"):
+            name = window_id.removeprefix("season:")
+            for season in self.seasons:
+                if season.name == name:
+                    return season.window
+            known = ", ".join(s.name for s in self.seasons) or "none"
+            raise QueryError(f"unknown season {name!r} (seasons: {known})")
+        return window_from_id(window_id, self.calendar)
+
+    def parse_window(self, spec: str, now_ms: int) -> Window:
+        """A reader's window argument in this game: a kind, an id or ``season:<name>``."""
+        if spec.startswith("season:"):
+            return self.window(spec)
+        return parse_window(spec, now_ms, self.calendar)
 
     def expire_at_ms(self, window: Window) -> int | None:
-        """When a window's key may be dropped (``None``: never, for all-time)."""
-        if window.end_ms is None:
+        """When a window's key may be dropped (``None``: never, for all-time and seasons)."""
+        if window.end_ms is None or window.kind is WindowKind.SEASON:
             return None
-        retention_s = (
-            self.daily_retention_s if window.kind is WindowKind.DAILY else self.weekly_retention_s
-        )
+        retention_s = {
+            WindowKind.HOURLY: self.hourly_retention_s,
+            WindowKind.DAILY: self.daily_retention_s,
+            WindowKind.MONTHLY: self.monthly_retention_s,
+        }.get(window.kind, self.weekly_retention_s)
         return window.end_ms + retention_s * 1000
 
     def is_late(self, window: Window, record_ts_ms: int) -> bool:
@@ -111,7 +224,15 @@ class GameConfig:
 
     def validate(self, name: str) -> None:
         """Refuse a configuration that cannot be served exactly; ``name`` is for messages."""
-        for key in ("max_score", "shards", "exact_tier", "daily_retention_s", "weekly_retention_s"):
+        for key in (
+            "max_score",
+            "shards",
+            "exact_tier",
+            "hourly_retention_s",
+            "daily_retention_s",
+            "weekly_retention_s",
+            "monthly_retention_s",
+        ):
             value = getattr(self, key)
             if value <= 0:
                 raise ConfigError(f"game {name!r}: {key} must be positive, got {value}")
@@ -128,8 +249,10 @@ class GameConfig:
         # A late write after the key expired would recreate the board with only
         # the late players in it, so the key must outlive the grace period.
         for kind, retention_s in (
+            (WindowKind.HOURLY, self.hourly_retention_s),
             (WindowKind.DAILY, self.daily_retention_s),
             (WindowKind.WEEKLY, self.weekly_retention_s),
+            (WindowKind.MONTHLY, self.monthly_retention_s),
         ):
             if kind in self.windows and retention_s * 1000 < self.lateness_ms:
                 raise ConfigError(
@@ -138,17 +261,45 @@ class GameConfig:
                     f"would recreate an expired board"
                 )
         for kind in self.windows:
-            fits = self.codec(_representative(kind)).max_score
+            fits = self.codec(_representative(kind, self.calendar)).max_score
             if self.max_score > fits:
                 raise ConfigError(_bound_message(name, kind, self, fits))
+        names = [season.name for season in self.seasons]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"game {name!r}: a season is named twice: {names}")
+        for season in self.seasons:
+            if season.end_ms <= season.start_ms:
+                raise ConfigError(f"game {name!r}: season {season.name!r} must end after it starts")
+            if season.start_ms % QUARTER_HOUR_MS or season.end_ms % QUARTER_HOUR_MS:
+                raise ConfigError(
+                    f"game {name!r}: season {season.name!r} must start and end on a quarter hour"
+                )
+            fits = self.codec(season.window).max_score
+            if self.max_score > fits:
+                raise ConfigError(
+                    f"game {name!r}: max_score {self.max_score} does not fit season "
+                    f"{season.name!r} exactly at tie_resolution {self.tie_resolution.value!r}; "
+                    f"the largest max_score that fits is {fits}; shorten the season or use "
+                    f"a coarser tie_resolution"
+                )
 
 
-def _representative(kind: WindowKind) -> Window:
-    """A window of ``kind`` with the same length as every other (UTC has no DST)."""
+#: The longest a local period can be: one daylight-saving shift (at most an hour,
+#: two for safety) longer than its nominal length.
+_DST_MARGIN_MS = 2 * HOUR_MS
+
+
+def _representative(kind: WindowKind, calendar: Calendar = UTC_CALENDAR) -> Window:
+    """A window of ``kind`` as long as the longest one (UTC has no DST, zones may)."""
+    margin = 0 if calendar.zone == "UTC" else _DST_MARGIN_MS
+    if kind is WindowKind.HOURLY:
+        return Window(kind, "hourly", 0, HOUR_MS + margin)
     if kind is WindowKind.DAILY:
-        return Window(kind, "daily:1970-01-01", 0, DAY_MS)
+        return Window(kind, "daily:1970-01-01", 0, DAY_MS + margin)
     if kind is WindowKind.WEEKLY:
-        return Window(kind, "weekly:1970-W01", -3 * DAY_MS, -3 * DAY_MS + WEEK_MS)
+        return Window(kind, "weekly:1970-W01", -3 * DAY_MS, -3 * DAY_MS + WEEK_MS + margin)
+    if kind is WindowKind.MONTHLY:
+        return Window(kind, "monthly", 0, 31 * DAY_MS + margin)
     return Window(kind, "alltime", None, None)
 
 
@@ -166,7 +317,7 @@ def _bound_message(name: str, kind: WindowKind, config: GameConfig, fits: int) -
         f"game {name!r}: max_score {config.max_score} does not fit the {kind.value} board "
         f"exactly at tie_resolution {res.value!r}; the largest max_score that fits is {fits}"
     )
-    span_ms = config.codec(_representative(kind)).span_ms
+    span_ms = config.codec(_representative(kind, config.calendar)).span_ms
     hints = []
     for coarser in _COARSER[res]:
         room = TieCodec(0, span_ms, coarser).max_score
@@ -207,7 +358,13 @@ def _enum_parser(enum_type: type[enum.StrEnum]) -> Callable[[Any], Any]:
 def _windows(value: Any) -> tuple[WindowKind, ...]:
     if not isinstance(value, list) or not value:
         raise ValueError(f"expected a non-empty list of window kinds, got {value!r}")
-    kinds = tuple(_enum_parser(WindowKind)(item) for item in value)
+    allowed = ", ".join(repr(kind.value) for kind in LISTED_KINDS)
+    for item in value:
+        if item not in LISTED_KINDS:
+            raise ValueError(
+                f"expected one of {allowed}, got {item!r} (seasons have their own table)"
+            )
+    kinds = tuple(WindowKind(item) for item in value)
     if len(set(kinds)) != len(kinds):
         raise ValueError(f"lists a window twice: {value!r}")
     return kinds
@@ -242,7 +399,72 @@ _KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "weekly_retention_seconds": ("weekly_retention_s", _positive_int),
     "alltime_origin": ("alltime_origin_ms", _date_ms),
     "alltime_until": ("alltime_until_ms", _date_ms),
+    "order": ("order", _enum_parser(Order)),
+    "hourly_retention_seconds": ("hourly_retention_s", _positive_int),
+    "monthly_retention_seconds": ("monthly_retention_s", _positive_int),
 }
+#: Keys parsed after the others because they depend on each other or on the zone.
+_CALENDAR_KEYS = ("reset_timezone", "week_start", "seasons")
+
+
+def _zone(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f'expected an IANA time zone like "America/Los_Angeles", got {value!r}')
+    try:
+        zone_of(value)
+    except EncodingError as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+def _weekday(value: Any) -> int:
+    if not isinstance(value, str):
+        raise ValueError(f'expected a weekday like "sunday", got {value!r}')
+    try:
+        return weekday_of(value)
+    except EncodingError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _instant_ms(value: Any, calendar: Calendar) -> int:
+    """A season bound: a date (local midnight in the game's zone) or an offset datetime."""
+    if isinstance(value, str):
+        try:
+            parse = dt.date.fromisoformat if len(value) == 10 else dt.datetime.fromisoformat
+            value = parse(value)
+        except ValueError:
+            raise ValueError(
+                f"expected a date or a datetime with an offset, got {value!r}"
+            ) from None
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            raise ValueError(
+                f"a datetime needs a UTC offset (e.g. 2026-06-01T00:00:00Z), got {value}"
+            )
+        return int(value.timestamp() * 1000)
+    if isinstance(value, dt.date):
+        return local_midnight_ms(value, calendar.tz)
+    raise ValueError(f"expected a date or a datetime with an offset, got {value!r}")
+
+
+def _seasons(value: Any, calendar: Calendar) -> tuple[Season, ...]:
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a table of name = {{start = ..., end = ...}}, got {value!r}")
+    out = []
+    for name, bounds in value.items():
+        if not _SEASON_NAME.fullmatch(name):
+            raise ValueError(f"season name {name!r}: allowed A-Z a-z 0-9 . _ - (1 to 32)")
+        if not isinstance(bounds, dict) or set(bounds) != {"start", "end"}:
+            raise ValueError(
+                f"season {name!r}: expected {{start = ..., end = ...}}, got {bounds!r}"
+            )
+        try:
+            start = _instant_ms(bounds["start"], calendar)
+            end = _instant_ms(bounds["end"], calendar)
+        except ValueError as exc:
+            raise ValueError(f"season {name!r}: {exc}") from None
+        out.append(Season(name, start, end))
+    return tuple(out)
 
 
 def _layer(base: GameConfig, table: Any, source: str, where: str) -> GameConfig:
@@ -251,14 +473,31 @@ def _layer(base: GameConfig, table: Any, source: str, where: str) -> GameConfig:
         raise ConfigError(f"{source}: {where} must be a table, got {table!r}")
     changes: dict[str, Any] = {}
     for key, raw in table.items():
+        if key in _CALENDAR_KEYS:
+            continue
         if key not in _KEYS:
-            known = ", ".join(sorted(_KEYS))
+            known = ", ".join(sorted([*_KEYS, *_CALENDAR_KEYS]))
             raise ConfigError(f"{source}: {where} unknown key {key!r} (known keys: {known})")
         field, parse = _KEYS[key]
         try:
             changes[field] = parse(raw)
         except ValueError as exc:
             raise ConfigError(f"{source}: {where} {key}: {exc}") from exc
+    key = "reset_timezone"
+    try:
+        zone = _zone(table["reset_timezone"]) if "reset_timezone" in table else base.calendar.zone
+        key = "week_start"
+        week_start = (
+            _weekday(table["week_start"]) if "week_start" in table else base.calendar.week_start
+        )
+        calendar = Calendar(zone, week_start)
+        if calendar != base.calendar:
+            changes["calendar"] = calendar
+        key = "seasons"
+        if "seasons" in table:
+            changes["seasons"] = _seasons(table["seasons"], calendar)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {where} {key}: {exc}") from exc
     return replace(base, **changes)
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from domain.errors import EncodingError
 from domain.games import Operator
 
-__all__ = ["Entry", "apply", "saturates"]
+__all__ = ["Entry", "apply", "apply_composite", "apply_composite_asc", "saturates"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,3 +100,22 @@ def apply_composite(
     if op is Operator.SET:
         return new if slot >= cur_slot else current
     raise ValueError(f"unknown operator {op!r}")  # pragma: no cover - exhaustive
+
+
+def apply_composite_asc(
+    op: Operator, current: int | None, score: int, slot: int, slots: int, max_score: int
+) -> int:
+    """:func:`apply_composite` on a lowest-wins board, whose values hold ``max_score - score``.
+
+    ``BEST`` and ``SET`` are the same rules on the stored value (the largest
+    stored value is the lowest score, at equal score the earlier slot). ``INCR``
+    still adds to the real total, capped at ``max_score``, so its stored value
+    falls: ``max(stored - score, 0)``.
+    """
+    if op is Operator.INCR and current is not None:
+        cur_stored, rest = divmod(current, slots)
+        cur_slot = slots - 1 - rest
+        stored = cur_stored - score if cur_stored > score else 0
+        last = cur_slot if cur_slot > slot else slot
+        return stored * slots + (slots - 1 - last)
+    return apply_composite(op, current, max_score - score, slot, slots, max_score)

@@ -30,9 +30,10 @@ from typing import NamedTuple
 from domain.events import EventKind
 from domain.games import GameConfig, Operator
 from domain.keys import GroupKeys, shard_tag, watermark_field
-from domain.operators import apply_composite
+from domain.operators import apply_composite, apply_composite_asc
 from domain.records import Accepted, CheckedBatch
-from domain.windows import Window, window_from_id
+from domain.scoring import TieCodec
+from domain.windows import Window
 
 #: Counter names kept in ``meta:stats`` (written in the same transaction as the boards).
 APPLIED = "applied"
@@ -106,6 +107,10 @@ class _Board:
     unit_ms: int  # 0: no time tie-break (every event in slot 0)
     slots: int
     expire_at_s: int | None
+    #: Lowest score wins: values are ``max_score - score`` (domain.scoring).
+    ascending: bool = False
+    #: An unchanged ``best`` here leaves every wider board of the record unchanged.
+    stop: bool = True
 
 
 #: A member whose value was never read (a RETRACT removes it without looking).
@@ -418,17 +423,26 @@ class BoardPlanner:
                         before[window_id] = current
                         mine[window_id] = current
                     slot = (ts - board.origin_ms) // board.unit_ms if board.unit_ms else 0
-                    if (
-                        op is Operator.INCR
-                        and current is not None
-                        and current // board.slots + score > cap
-                    ):
-                        capped = True
-                    new = apply_composite(op, current, score, slot, board.slots, cap)
+                    if board.ascending:
+                        if (
+                            op is Operator.INCR
+                            and current is not None
+                            and cap - current // board.slots + score > cap
+                        ):
+                            capped = True
+                        new = apply_composite_asc(op, current, score, slot, board.slots, cap)
+                    else:
+                        if (
+                            op is Operator.INCR
+                            and current is not None
+                            and current // board.slots + score > cap
+                        ):
+                            capped = True
+                        new = apply_composite(op, current, score, slot, board.slots, cap)
                     if new == current:
-                        if best:
-                            # Windows come narrowest first and a wider board's
-                            # best is never below a narrower one's: done.
+                        if best and board.stop:
+                            # Windows come narrowest first and every wider board
+                            # contains this one, so its best is never below: done.
                             break
                         continue
                     mine[window_id] = new
@@ -537,6 +551,8 @@ class BoardPlanner:
                 unit_ms=unit or 0,
                 slots=codec.slots,
                 expire_at_s=None if expire_ms is None else -(-expire_ms // 1000),
+                ascending=codec.ascending,
+                stop=rec.game.stops_after(window.kind),
             )
         return board
 
@@ -551,7 +567,7 @@ def group_changes(
     Kept apart from the fold so live pushes add no work to its hot loop: it
     walks the same before/after values the zadd/zrem lists come from, once.
     """
-    slots: dict[str, int] = {}
+    codecs: dict[str, TieCodec] = {}
     out: list[Change] = []
     for player, mine in working.items():
         before = initial[player]
@@ -559,15 +575,16 @@ def group_changes(
             old = before.get(window_id, _UNKNOWN)
             if value == old and window_id in before:
                 continue
-            size = slots.get(window_id)
-            if size is None:
-                size = slots[window_id] = game.codec(window_from_id(window_id)).slots
+            codec = codecs.get(window_id)
+            if codec is None:
+                codec = codecs[window_id] = game.codec(game.window(window_id))
+            size = codec.slots
             out.append(
                 Change(
                     window_id,
                     player,
-                    None if old is None or old == _UNKNOWN else old // size,
-                    None if value is None else value // size,
+                    None if old is None or old == _UNKNOWN else codec.stored(old // size),
+                    None if value is None else codec.stored(value // size),
                 )
             )
     return out

@@ -34,10 +34,12 @@ __all__ = [
     "MAX_CURSOR_CHARS",
     "MAX_K",
     "MAX_LIMIT",
+    "RANK_MODES",
     "Cursor",
     "Entry",
     "Member",
     "board_key",
+    "competition_ranks",
     "composite_of",
     "count_before",
     "entries",
@@ -48,6 +50,7 @@ __all__ = [
     "page_after",
     "percentile",
     "rank_members",
+    "rank_mode",
     "score_floor",
     "split_window",
     "visible_rank",
@@ -156,6 +159,51 @@ def entries(
         }
         for offset, member in enumerate(members)
     ]
+
+
+#: ``unique``: every player its own rank (ties by time, then member order);
+#: ``competition``: equal scores share the best rank among them ("1224").
+RANK_MODES = ("unique", "competition")
+
+
+def rank_mode(value: object) -> str:
+    """A reader's ``rank_mode`` argument, checked; :class:`QueryError` otherwise."""
+    if value not in RANK_MODES:
+        raise QueryError(f"rank_mode must be 'unique' or 'competition', got {value!r}")
+    return str(value)
+
+
+def better_floor(composite: int, slots: int) -> int:
+    """The smallest composite of a strictly better *score* than ``composite``'s.
+
+    ``ZCOUNT key <this> +inf`` counts the players ranked ahead on score alone,
+    which is a competition rank minus one: O(log N) on a sorted set.
+    """
+    return score_floor(composite, slots) + slots
+
+
+def competition_ranks(lines: Sequence[Entry], first: int | None) -> list[int | None]:
+    """Competition ranks of consecutive board lines, given the first line's.
+
+    In board order a line whose score equals the previous line's shares its
+    rank; any other line has every line before it strictly ahead on score,
+    so its competition rank is its unique rank. Ranks hidden beyond the exact
+    tier (``None``) stay hidden.
+    """
+    out: list[int | None] = []
+    previous: Entry | None = None
+    for i, line in enumerate(lines):
+        if line["rank"] is None:
+            rank: int | None = None
+        elif i == 0:
+            rank = first
+        elif previous is not None and line["score"] == previous["score"] and out[-1] is not None:
+            rank = out[-1]
+        else:
+            rank = line["rank"]
+        out.append(rank)
+        previous = line
+    return out
 
 
 def merge_top(pages: Iterable[Sequence[Member]], count: int) -> list[Member]:

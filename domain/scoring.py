@@ -11,6 +11,12 @@ in score and slot have equal composites and Redis falls back to its own fixed
 order (lexicographic member order: the greater playerId first under
 ``ZREVRANGE``).
 
+A lowest-wins board (``order = "asc"``) stores ``ceiling - score`` instead of
+the score, with ``ceiling`` the game's ``max_score``: the lowest score then has
+the largest composite, so every reader, merge and percentile that relies on
+"larger composite ranks higher" serves it unchanged, ties still go to the
+earlier slot, and the exactness bound is the same as for a descending board.
+
 The bound is checked up front (:attr:`TieCodec.max_score`) rather than
 discovered as silently merged ranks once a double rounds.
 """
@@ -66,10 +72,23 @@ class TieCodec:
     origin_ms: int
     span_ms: int
     resolution: TieResolution
+    ascending: bool = False
+    """Lower scores rank higher: the board stores ``ceiling - score``."""
+    ceiling: int = 0
+    """The largest score of an ascending board (the game's ``max_score``)."""
 
     def __post_init__(self) -> None:
         if self.span_ms <= 0:
             raise EncodingError(f"tie-break span must be positive, got {self.span_ms} ms")
+        if self.ascending and self.ceiling < 0:
+            raise EncodingError(f"an ascending board needs a ceiling >= 0, got {self.ceiling}")
+
+    def stored(self, score: int) -> int:
+        """The value a board sorts by for ``score`` (``ceiling - score`` when ascending).
+
+        Its own inverse: ``stored(stored(s)) == s``.
+        """
+        return self.ceiling - score if self.ascending else score
 
     @property
     def slots(self) -> int:
@@ -113,7 +132,9 @@ class TieCodec:
                 f"score {score} exceeds {self.max_score}, the largest that stays exact "
                 f"below 2**53 with {slots} tie-break slots"
             )
-        return score * slots + (slots - 1 - slot)
+        if self.ascending and score > self.ceiling:
+            raise EncodingError(f"score {score} is above the board's ceiling {self.ceiling}")
+        return self.stored(score) * slots + (slots - 1 - slot)
 
     def encode(self, score: int, ts_ms: int) -> int:
         """``compose(score, slot(ts_ms))``."""
@@ -141,4 +162,8 @@ class TieCodec:
             raise EncodingError(
                 f"composite {composite!r} decodes to score {score} above {self.max_score}"
             )
-        return score, slots - 1 - rest
+        if self.ascending and score > self.ceiling:
+            raise EncodingError(
+                f"composite {composite!r} decodes above the board's ceiling {self.ceiling}"
+            )
+        return self.stored(score), slots - 1 - rest

@@ -364,20 +364,27 @@ def windows_to_publish(
     players).
     """
     out: list[Window] = []
+    cal = config.calendar
+    for season in config.seasons:
+        # A season's board while it takes events, and once more after it settles.
+        if season.start_ms <= now_ms + config.future_skew_ms and (
+            season.end_ms + config.lateness_ms + settle_ms > now_ms
+        ):
+            out.append(season.window)
     for kind in config.windows:
-        current = window_for(kind, now_ms)
+        current = window_for(kind, now_ms, cal)
         if kind is WindowKind.ALLTIME or current.start_ms is None or current.end_ms is None:
             out.append(current)
             continue
         if current.end_ms <= now_ms + config.future_skew_ms:
-            out.append(window_for(kind, current.end_ms))
+            out.append(window_for(kind, current.end_ms, cal))
         out.append(current)
-        earlier = window_for(kind, current.start_ms - 1)
+        earlier = window_for(kind, current.start_ms - 1, cal)
         while (
             earlier.end_ms is not None
             and earlier.start_ms is not None
             and earlier.end_ms + config.lateness_ms + settle_ms > now_ms
         ):
             out.append(earlier)
-            earlier = window_for(kind, earlier.start_ms - 1)
+            earlier = window_for(kind, earlier.start_ms - 1, cal)
     return out

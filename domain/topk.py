@@ -32,7 +32,7 @@ from domain.errors import QueryError
 from domain.games import GameConfig
 from domain.keys import GroupKeys, shard_tag
 from domain.ranking import Member, merge_top
-from domain.windows import Window, window_from_id
+from domain.windows import Window
 
 __all__ = [
     "DEFAULT_K",
@@ -78,10 +78,10 @@ def live_windows(window_ids: Iterable[str], config: GameConfig, now_ms: int) -> 
     out: dict[str, Window] = {}
     for window_id in window_ids:
         try:
-            window = window_from_id(window_id)
+            window = config.window(window_id)
         except QueryError:
             continue
-        if window.kind not in config.windows:
+        if not config.keeps(window.kind):
             continue
         expire_at = config.expire_at_ms(window)
         if expire_at is not None and expire_at <= now_ms:

@@ -15,7 +15,7 @@ from domain.events import EventKind, ScoreEvent
 from domain.games import GameCatalog, GameConfig, valid_game_id
 from domain.records import Accepted, CheckedBatch, DeadLetter, RecordBatch, SourceRecord
 from domain.signing import Keyring, Verdict, verify
-from domain.windows import Window, WindowKind, window_for
+from domain.windows import Window, WindowKind
 
 #: Dead-letter codes (SPEC.md); every refused record carries exactly one.
 DECODE = "DECODE"
@@ -29,7 +29,9 @@ UNKNOWN_GAME = "UNKNOWN_GAME"
 CODES = (DECODE, SCHEMA, SIGNATURE, UNKNOWN_KEY, BOUNDS, FUTURE, LATE, UNKNOWN_GAME)
 
 MAX_ID_LENGTH = 128
-_NARROW_FIRST = {WindowKind.DAILY: 0, WindowKind.WEEKLY: 1, WindowKind.ALLTIME: 2}
+#: Windows are memoised per quarter hour of event time: every UTC offset, DST
+#: transition and season boundary falls on one (domain.games.QUARTER_HOUR_MS).
+_MEMO_MS = 900_000
 
 
 class Rejected(Exception):
@@ -130,7 +132,7 @@ class Validator:
 
 
 class _GameRules:
-    """One game's checks, with its windows memoised per UTC day.
+    """One game's checks, with its windows memoised per quarter hour.
 
     ``windows_of`` also returns the earliest time any of those boards closes
     (end + lateness), so the common case (nothing late) costs one comparison.
@@ -138,7 +140,6 @@ class _GameRules:
 
     def __init__(self, game: GameConfig) -> None:
         self.game = game
-        self.kinds = tuple(sorted(game.windows, key=_NARROW_FIRST.__getitem__))
         if WindowKind.ALLTIME in game.windows:
             self.ts_low, self.ts_high = game.alltime_origin_ms, game.alltime_until_ms
         else:
@@ -146,16 +147,22 @@ class _GameRules:
         self._by_day: dict[int, tuple[tuple[Window, ...], int]] = {}
 
     def windows_of(self, ts_ms: int) -> tuple[tuple[Window, ...], int]:
-        day = ts_ms // 86_400_000
+        day = ts_ms // _MEMO_MS
         found = self._by_day.get(day)
         if found is None:
             if len(self._by_day) > 4096:
                 self._by_day.clear()
             # Narrowest first: the planner stops at the first board a BEST
-            # event cannot improve, since wider boards hold at least as much.
-            windows = tuple(window_for(kind, ts_ms) for kind in self.kinds)
+            # event cannot improve, when wider boards hold at least as much.
+            windows = self.game.windows_at(ts_ms)
             ends = [w.end_ms + self.game.lateness_ms for w in windows if w.end_ms is not None]
-            found = self._by_day[day] = (windows, min(ends, default=2**62))
+            found = (windows, min(ends, default=2**62))
+            # A historic local-mean-time offset (years before ~1900) is not on a
+            # quarter hour: such a bucket is computed per event, never memoised.
+            if all(w.start_ms is None or w.start_ms % _MEMO_MS == 0 for w in windows) and all(
+                w.end_ms is None or w.end_ms % _MEMO_MS == 0 for w in windows
+            ):
+                self._by_day[day] = found
         return found
 
 

@@ -55,7 +55,7 @@ from domain.errors import QueryError, ServiceError
 from domain.games import GameCatalog, GameConfig
 from domain.keys import GroupKeys
 from domain.ranking import Member, board_key
-from domain.windows import Window, window_from_id
+from domain.windows import Window
 from jobs.topk_merger import glob_escape
 from readers import RedisClient
 from readers.boards import Board, BoardReader, call, execute, members_with_scores, text
@@ -273,10 +273,10 @@ class Archiver:
         report: ArchiveReport,
     ) -> None:
         try:
-            window = window_from_id(window_id)
+            window = config.window(window_id)
         except QueryError:
             return
-        if window.end_ms is None or window.kind not in config.windows:
+        if window.end_ms is None or not config.keeps(window.kind):
             return  # the all-time board never closes
         if window.id in done:
             report.already += 1

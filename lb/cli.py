@@ -34,6 +34,7 @@ COMMANDS: tuple[str, ...] = (
     "friends",
     "serve",
     "sketches",
+    "hot",
     "demo",
     "topk",
     "archive",

@@ -20,7 +20,7 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from domain.errors import ServiceError
-from domain.ranking import visible_rank
+from domain.ranking import rank_mode, visible_rank
 from readers.boards import (
     AROUND_SCRIPT,
     RANK_SCRIPT,
@@ -56,13 +56,21 @@ class AsyncBoardReader:
         cursor: str | None = None,
         *,
         now_ms: int,
+        ranks: str = "unique",
     ) -> TopPage:
         board, after = self.sync.top_plan(
             game_id, window_spec, limit, offset, cursor, now_ms=now_ms
         )
-        if after is not None or board.sharded:
+        if after is not None or board.sharded or rank_mode(ranks) != "unique":
             return await asyncio.to_thread(
-                self.sync.top, game_id, window_spec, limit, offset, cursor, now_ms=now_ms
+                self.sync.top,
+                game_id,
+                window_spec,
+                limit,
+                offset,
+                cursor,
+                now_ms=now_ms,
+                ranks=ranks,
             )
         pairs = await _call(
             self._client.zrevrange(board.keys[0], offset, offset + limit, withscores=True)
@@ -70,11 +78,11 @@ class AsyncBoardReader:
         return self.sync.top_answer(board, members_with_scores(pairs), offset + 1, limit)
 
     async def rank(
-        self, game_id: str, player_id: str, window_spec: str, *, now_ms: int
+        self, game_id: str, player_id: str, window_spec: str, *, now_ms: int, ranks: str = "unique"
     ) -> RankAnswer:
         check_player_id(player_id)
         board = self.sync.board(game_id, window_spec, now_ms)
-        if not board.sharded:
+        if not board.sharded and rank_mode(ranks) == "unique":
             reply = await _call(
                 self._client.eval(RANK_SCRIPT, 1, board.keys[0], player_id, board.codec.slots)
             )
@@ -83,16 +91,23 @@ class AsyncBoardReader:
             if found is None or visible_rank(found[0], board.config.exact_tier) is not None:
                 return self.sync.rank_answer(board, player_id, found, now_ms=now_ms)
         return await asyncio.to_thread(
-            self.sync.rank, game_id, player_id, window_spec, now_ms=now_ms
+            self.sync.rank, game_id, player_id, window_spec, now_ms=now_ms, ranks=ranks
         )
 
     async def around(
-        self, game_id: str, player_id: str, window_spec: str, k: int = 5, *, now_ms: int
+        self,
+        game_id: str,
+        player_id: str,
+        window_spec: str,
+        k: int = 5,
+        *,
+        now_ms: int,
+        ranks: str = "unique",
     ) -> AroundAnswer:
         board = self.sync.around_plan(game_id, player_id, window_spec, k, now_ms=now_ms)
-        if board.sharded:
+        if board.sharded or rank_mode(ranks) != "unique":
             return await asyncio.to_thread(
-                self.sync.around, game_id, player_id, window_spec, k, now_ms=now_ms
+                self.sync.around, game_id, player_id, window_spec, k, now_ms=now_ms, ranks=ranks
             )
         reply = await _call(self._client.eval(AROUND_SCRIPT, 1, board.keys[0], player_id, k))
         return self.sync.around_answer(board, self.sync.parse_around_reply(reply, k))

@@ -62,6 +62,7 @@ from domain.ranking import (
     Cursor,
     Entry,
     Member,
+    competition_ranks,
     composite_of,
     count_before,
     entries,
@@ -69,6 +70,7 @@ from domain.ranking import (
     neighbours,
     page_after,
     percentile,
+    rank_mode,
     score_floor,
     split_window,
     visible_rank,
@@ -76,7 +78,7 @@ from domain.ranking import (
 from domain.scoring import TieCodec
 from domain.topk import global_top_key
 from domain.validation import MAX_ID_LENGTH
-from domain.windows import Window, WindowKind, parse_window, window_from_id
+from domain.windows import Window, WindowKind
 from readers import RedisClient
 from readers.sketches import SketchCache, approximate_percentile
 
@@ -263,11 +265,11 @@ class BoardReader:
         config = self.game(game_id)
         if not isinstance(window_spec, str):
             raise QueryError(f"window must be a string, got {window_spec!r}")
-        return self._board(game_id, config, parse_window(window_spec, now_ms))
+        return self._board(game_id, config, config.parse_window(window_spec, now_ms))
 
     def _board(self, game_id: str, config: GameConfig, window: Window) -> Board:
-        if window.kind not in config.windows:
-            kept = ", ".join(kind.value for kind in config.windows)
+        if not config.keeps(window.kind):
+            kept = ", ".join(kind.value for kind in config.kept_kinds())
             raise QueryError(
                 f"game {game_id!r} keeps no {window.kind.value} board (it keeps: {kept})"
             )
@@ -291,13 +293,13 @@ class BoardReader:
         config = self.game(game_id)
         if cursor.game_id != game_id:
             raise QueryError("invalid cursor: it was issued for another game")
-        window = window_from_id(cursor.window_id)
+        window = config.window(cursor.window_id)
         kinds = {kind.value for kind in WindowKind}
         if window_spec in kinds:
             if window.kind.value != window_spec:
                 raise QueryError("invalid cursor: it was issued for another window")
         else:
-            parse_window(window_spec, now_ms)  # a malformed spec is reported as such
+            config.parse_window(window_spec, now_ms)  # a malformed spec is reported as such
             if window_spec != cursor.window_id:
                 raise QueryError("invalid cursor: it was issued for another window")
         return self._board(game_id, config, window)
@@ -313,19 +315,43 @@ class BoardReader:
         cursor: str | None = None,
         *,
         now_ms: int,
+        ranks: str = "unique",
     ) -> TopPage:
         """One page of the board, best first, by ``offset`` or after a ``cursor``.
 
         ``nextCursor`` names the page's last entry and is None when nothing
         follows. A cursor and a non-zero offset together are refused: they would
-        name two different starting points.
+        name two different starting points. ``ranks="competition"`` gives equal
+        scores one shared rank (one more O(log N) count per key).
         """
+        competition = rank_mode(ranks) == "competition"
         board, after = self.top_plan(game_id, window_spec, limit, offset, cursor, now_ms=now_ms)
         if after is not None:
             members, first_rank = self._page_after(board, after.position, limit + 1)
         else:
             members, first_rank = self._page_at(board, offset, limit + 1)
-        return self.top_answer(board, members, first_rank, limit)
+        answer = self.top_answer(board, members, first_rank, limit)
+        if competition:
+            self._share_ranks(board, answer["entries"])
+        return answer
+
+    # -- competition ranks ("1224") ---------------------------------------------------
+
+    def _ahead_on_score(self, board: Board, score: int) -> int:
+        """How many players have a strictly better score: one ZCOUNT per key, O(log N)."""
+        floor = (board.codec.stored(score) + 1) * board.codec.slots
+        pipe = self._client.pipeline(transaction=False)
+        for key in board.keys:
+            pipe.zcount(key, floor, "+inf")
+        return sum(int(n) for n in execute(pipe))
+
+    def _share_ranks(self, board: Board, lines: list[Entry]) -> None:
+        """Rewrite consecutive lines' unique ranks as competition ranks, in place."""
+        if not lines or lines[0]["rank"] is None:
+            return
+        first = self._ahead_on_score(board, lines[0]["score"]) + 1
+        for line, rank in zip(lines, competition_ranks(lines, first), strict=True):
+            line["rank"] = rank
 
     def top_plan(
         self,
@@ -421,16 +447,29 @@ class BoardReader:
 
     # -- rank -------------------------------------------------------------------------
 
-    def rank(self, game_id: str, player_id: str, window_spec: str, *, now_ms: int) -> RankAnswer:
+    def rank(
+        self,
+        game_id: str,
+        player_id: str,
+        window_spec: str,
+        *,
+        now_ms: int,
+        ranks: str = "unique",
+    ) -> RankAnswer:
         """A player's rank, score and percentile; all None when they have no score.
 
         ``rank`` is also None, with score and percentile given, when the player
-        is ranked beyond the game's ``exact_tier``.
+        is ranked beyond the game's ``exact_tier``. With ``ranks="competition"``
+        the rank is 1 + the players with a strictly better score.
         """
+        competition = rank_mode(ranks) == "competition"
         check_player_id(player_id)
         board = self.board(game_id, window_spec, now_ms)
         found = (self._rank_sharded if board.sharded else self._rank_single)(board, player_id)
-        return self.rank_answer(board, player_id, found, now_ms=now_ms)
+        answer = self.rank_answer(board, player_id, found, now_ms=now_ms)
+        if competition and answer["rank"] is not None and answer["score"] is not None:
+            answer["rank"] = self._ahead_on_score(board, answer["score"]) + 1
+        return answer
 
     def rank_answer(
         self,
@@ -528,14 +567,26 @@ class BoardReader:
     # -- around -----------------------------------------------------------------------
 
     def around(
-        self, game_id: str, player_id: str, window_spec: str, k: int = 5, *, now_ms: int
+        self,
+        game_id: str,
+        player_id: str,
+        window_spec: str,
+        k: int = 5,
+        *,
+        now_ms: int,
+        ranks: str = "unique",
     ) -> AroundAnswer:
         """The ``k`` players right above and right below a player (fewer at the edges)."""
+        competition = rank_mode(ranks) == "competition"
         board = self.around_plan(game_id, player_id, window_spec, k, now_ms=now_ms)
         found = (self._around_sharded if board.sharded else self._around_single)(
             board, player_id, k
         )
-        return self.around_answer(board, found)
+        answer = self.around_answer(board, found)
+        if competition and answer["player"] is not None:
+            lines = [*answer["above"], answer["player"], *answer["below"]]
+            self._share_ranks(board, lines)
+        return answer
 
     def around_plan(
         self, game_id: str, player_id: str, window_spec: str, k: int, *, now_ms: int

@@ -149,7 +149,7 @@ def approximate_percentile(
     percentile as of ``built_at_ms`` (``docs/PERCENTILES.md``). Same
     truncation to two decimals as the exact percentile.
     """
-    if window.kind not in config.windows:
+    if not config.keeps(window.kind):
         return None
     published = published_sketch(client, namespace, game, window, cache=cache)
     if published is None:
@@ -160,4 +160,6 @@ def approximate_percentile(
         and now_ms - published.built_at_ms > max_age_ms
     ):
         return None
-    return published.percentile(score)
+    # The sketch holds board values' stored scores (``max_score - score`` on a
+    # lowest-wins board), so "strictly lower" means "ranked below" either way.
+    return published.percentile(config.codec(window).stored(score))

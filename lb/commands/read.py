@@ -21,8 +21,9 @@ from readers import game_catalog, redis_client
 from readers.boards import BoardReader
 
 WINDOW_HELP = (
-    "alltime, daily, weekly (the current UTC day / ISO week) or an explicit "
-    "daily:YYYY-MM-DD / weekly:YYYY-Www (default: alltime)"
+    "alltime, hourly, daily, weekly, monthly (the current one, in the game's reset "
+    "time zone), an explicit daily:YYYY-MM-DD / weekly:YYYY-Www / monthly:YYYY-MM / "
+    "hourly:YYYY-MM-DDTHH+hhmm, or season:NAME (default: alltime)"
 )
 
 
@@ -59,7 +60,15 @@ def _top(args: argparse.Namespace) -> int:
     if args.watch:
         return _watch(args)
     reader = board_reader(Settings.from_env())
-    page = reader.top(args.game, args.window, args.limit, args.offset, args.cursor, now_ms=now_ms())
+    page = reader.top(
+        args.game,
+        args.window,
+        args.limit,
+        args.offset,
+        args.cursor,
+        now_ms=now_ms(),
+        ranks=args.rank_mode,
+    )
     if args.json:
         emit(page)
         return 0
@@ -81,7 +90,14 @@ def _watch(args: argparse.Namespace) -> int:
     def frames() -> Iterator[live_view.Frame]:
         until = time.monotonic() + args.seconds if args.seconds > 0 else None
         while True:
-            page = reader.top(args.game, args.window, args.limit, args.offset, now_ms=now_ms())
+            page = reader.top(
+                args.game,
+                args.window,
+                args.limit,
+                args.offset,
+                now_ms=now_ms(),
+                ranks=args.rank_mode,
+            )
             views = watcher.look(settings.topic)
             yield live_view.frame(
                 f"{args.game} {page['window']} top {args.limit}", page["entries"], views
@@ -96,7 +112,7 @@ def _watch(args: argparse.Namespace) -> int:
 
 def _rank(args: argparse.Namespace) -> int:
     reader = board_reader(Settings.from_env())
-    answer = reader.rank(args.game, args.player, args.window, now_ms=now_ms())
+    answer = reader.rank(args.game, args.player, args.window, now_ms=now_ms(), ranks=args.rank_mode)
     if args.json:
         emit(answer)
     elif answer["score"] is None:
@@ -112,7 +128,9 @@ def _rank(args: argparse.Namespace) -> int:
 
 def _around(args: argparse.Namespace) -> int:
     reader = board_reader(Settings.from_env())
-    answer = reader.around(args.game, args.player, args.window, args.k, now_ms=now_ms())
+    answer = reader.around(
+        args.game, args.player, args.window, args.k, now_ms=now_ms(), ranks=args.rank_mode
+    )
     if args.json:
         emit(answer)
     elif answer["player"] is None:
@@ -134,6 +152,16 @@ def add_window(parser: argparse.ArgumentParser) -> None:
     """``--window`` and ``--json``, shared by every read command."""
     parser.add_argument("--window", default="alltime", help=WINDOW_HELP)
     parser.add_argument("--json", action="store_true", help="print the JSON answer")
+
+
+def add_rank_mode(parser: argparse.ArgumentParser) -> None:
+    """``--rank-mode``: unique ranks (default) or competition ranks (1, 2, 2, 4)."""
+    parser.add_argument(
+        "--rank-mode",
+        choices=("unique", "competition"),
+        default="unique",
+        help="'competition': equal scores share a rank (1, 2, 2, 4)",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -160,6 +188,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     top.add_argument(
         "--seconds", type=float, default=0.0, help="stop watching after this long (0: never)"
     )
+    add_rank_mode(top)
     top.set_defaults(handler=_top)
 
     rank = subparsers.add_parser(
@@ -171,6 +200,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     add_game(rank, player=True)
     add_window(rank)
+    add_rank_mode(rank)
     rank.set_defaults(handler=_rank)
 
     around = subparsers.add_parser(
@@ -182,4 +212,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add_game(around, player=True)
     add_window(around)
     around.add_argument("--k", type=int, default=5, help="neighbours on each side (0..100)")
+    add_rank_mode(around)
     around.set_defaults(handler=_around)

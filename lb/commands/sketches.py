@@ -33,7 +33,7 @@ from domain.errors import ConfigError, LeaderboardError
 from domain.games import GameCatalog, GameConfig
 from domain.ranking import percentile as exact_percentile
 from domain.sketches import DEFAULT_K, DEFAULT_SETTLE_MS, build, rank_error, sketch_key
-from domain.windows import WindowKind, parse_window, window_for
+from domain.windows import WindowKind, window_for
 from lb.commands.read import WINDOW_HELP, emit, now_ms
 from readers import game_catalog, redis_client
 from readers.games import games_with_boards
@@ -116,7 +116,7 @@ def _show(args: argparse.Namespace) -> int:
     if config is None:
         raise ConfigError(f"game {args.game!r} is not served by the game catalog")
     now = now_ms()
-    window = parse_window(args.window, now)
+    window = config.parse_window(args.window, now)
     client = redis_client(settings)
     cache = SketchCache(fresh_s=0)
     published = published_sketch(client, settings.namespace, args.game, window, cache=cache)
@@ -128,6 +128,17 @@ def _show(args: argparse.Namespace) -> int:
             print(f"{args.game} {window.id}: no sketch published")
         return 1
     sketch = published.sketch
+    codec = config.codec(window)
+    # The sketch holds stored scores (max_score - score on a lowest-wins board).
+    low, high = (
+        (sketch.get_max_value(), sketch.get_min_value())
+        if codec.ascending
+        else (sketch.get_min_value(), sketch.get_max_value())
+    )
+
+    def quantile(q: float) -> int:
+        return codec.stored(int(sketch.get_quantile(1 - q if codec.ascending else q)))
+
     doc = {
         "game": args.game,
         "window": window.id,
@@ -139,9 +150,9 @@ def _show(args: argparse.Namespace) -> int:
         "ageSeconds": round((now - published.built_at_ms) / 1000, 1),
         "bytes": len(published.encode()),
         "rankErrorPoints": round(100 * published.rank_error(), 3),
-        "minScore": int(sketch.get_min_value()),
-        "maxScore": int(sketch.get_max_value()),
-        "quantiles": {f"p{q}": int(sketch.get_quantile(q / 100)) for q in (10, 25, 50, 75, 90, 99)},
+        "minScore": codec.stored(int(low)),
+        "maxScore": codec.stored(int(high)),
+        "quantiles": {f"p{q}": quantile(q / 100) for q in (10, 25, 50, 75, 90, 99)},
     }
     if args.score is not None:
         doc["score"] = args.score

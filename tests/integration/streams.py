@@ -15,9 +15,10 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -33,17 +34,36 @@ MAX_SCORE = 1_000_000
 DEDUPE_HORIZON_MS = 300_000
 LATENESS_S = 3600  # the built-in default, and gday's explicit value
 
-# Boards of 2026-05 must not have expired whenever the test runs: keep them 100 years.
-_KEEP = "daily_retention_seconds = 3153600000\nweekly_retention_seconds = 3153600000\n"
+# Boards of the stream's days must not have expired whenever the test runs: keep them 100 years.
+_KEEP = (
+    "hourly_retention_seconds = 3153600000\ndaily_retention_seconds = 3153600000\n"
+    "weekly_retention_seconds = 3153600000\nmonthly_retention_seconds = 3153600000\n"
+)
+#: ``gasc``: lowest wins. ``gtz``: resets in Los Angeles, weeks from Sunday, every
+#: period, and a season that is exactly the 25-hour day clocks fall back on.
+TZ = "America/Los_Angeles"
 GAMES_TOML = (
     f'[games."gbest"]\noperator = "best"\nmax_score = 1000000\n{_KEEP}'
     f'[games."gincr"]\noperator = "incr"\nmax_score = 1000000\n{_KEEP}'
     f'[games."gset"]\noperator = "set"\nmax_score = 1000000\n{_KEEP}'
     f'[games."gday"]\noperator = "best"\nmax_score = 1000000\nwindows = ["daily"]\n'
     f"lateness_seconds = 3600\n{_KEEP}"
+    f'[games."gasc"]\noperator = "best"\norder = "asc"\nmax_score = 1000000\n{_KEEP}'
+    f'[games."gtz"]\noperator = "best"\nmax_score = 1000000\nreset_timezone = "{TZ}"\n'
+    f'week_start = "sunday"\nwindows = ["hourly", "daily", "weekly", "monthly", "alltime"]\n'
+    f'{_KEEP}[games."gtz".seasons]\nfallback = {{ start = 2026-11-01, end = 2026-11-02 }}\n'
 )
-GAMES = {"gbest": "best", "gincr": "incr", "gset": "set", "gday": "best"}
-WINDOWS = {"gbest": 3, "gincr": 3, "gset": 3, "gday": 1}
+GAMES = {
+    "gbest": "best",
+    "gincr": "incr",
+    "gset": "set",
+    "gday": "best",
+    "gasc": "best",
+    "gtz": "best",
+}
+WINDOWS = {"gbest": 3, "gincr": 3, "gset": 3, "gday": 1, "gasc": 3, "gtz": 6}
+#: Board key suffixes the job writes (everything else is bookkeeping).
+BOARD_PREFIXES = ("alltime", "daily:", "weekly:", "hourly:", "monthly:", "season:")
 
 
 @dataclass
@@ -62,6 +82,41 @@ class Stream:
     records: list[Planned] = field(default_factory=list)
 
 
+def _local_midnight_s(day: date) -> int:
+    return int(datetime(day.year, day.month, day.day, tzinfo=ZoneInfo(TZ)).timestamp())
+
+
+def _zoned_window_ids(ts_ms: int) -> list[tuple[str, int, int]]:
+    """gtz's boards in Los Angeles time, by zoneinfo arithmetic (not domain.windows)."""
+    local = datetime.fromtimestamp(ts_ms / 1000, tz=ZoneInfo(TZ))
+    day = local.date()
+    offset = local.utcoffset() or timedelta(0)
+    hour = local.replace(minute=0, second=0, microsecond=0, tzinfo=timezone(offset))
+    hh, mm = divmod(abs(int(offset.total_seconds()) // 60), 60)
+    sign = "+" if offset >= timedelta(0) else "-"
+    out = [
+        (
+            f"hourly:{day.isoformat()}T{local.hour:02d}{sign}{hh:02d}{mm:02d}",
+            int(hour.timestamp()),
+            3600,
+        )
+    ]
+    start, end = _local_midnight_s(day), _local_midnight_s(day + timedelta(days=1))
+    out.append((f"daily:{day.isoformat()}", start, end - start))
+    sunday = day - timedelta(days=(day.weekday() + 1) % 7)
+    start, end = _local_midnight_s(sunday), _local_midnight_s(sunday + timedelta(days=7))
+    out.append((f"weekly:{sunday.isoformat()}", start, end - start))
+    first = day.replace(day=1)
+    following = (first + timedelta(days=32)).replace(day=1)
+    start, end = _local_midnight_s(first), _local_midnight_s(following)
+    out.append((f"monthly:{first:%Y-%m}", start, end - start))
+    season = _local_midnight_s(date(2026, 11, 1)), _local_midnight_s(date(2026, 11, 2))
+    if season[0] <= ts_ms // 1000 < season[1]:
+        out.append(("season:fallback", season[0], season[1] - season[0]))
+    out.append(("alltime", ORIGIN_S, UNTIL_S - ORIGIN_S))
+    return out
+
+
 def _window_ids(ts_ms: int, only_daily: bool) -> list[tuple[str, int, int]]:
     """(window id, start s, slots) by a route independent of domain.windows."""
     moment = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
@@ -77,16 +132,17 @@ def _window_ids(ts_ms: int, only_daily: bool) -> list[tuple[str, int, int]]:
 
 
 def generate(seed: int, count: int, players: int = 150, start_ms: int | None = None) -> Stream:
-    """A mixed stream: 4 games, ties, duplicates, retracts and every bad kind."""
+    """A mixed stream: 6 games, ties, duplicates, retracts and every bad kind."""
     rng = random.Random(seed)
     keyring = parse_keyring(KEYS)
     bad_ring = parse_keyring("k9:" + "99" * 32)
     codec = ScoreEventCodec.from_registry()
-    start = start_ms or int(datetime(2026, 5, 2, 20, 0, tzinfo=UTC).timestamp() * 1000)
+    start = start_ms or int(datetime(2026, 10, 31, 20, 0, tzinfo=UTC).timestamp() * 1000)
     out = Stream()
     ok: list[Planned] = []
     for i in range(count):
-        # Three days that cross the ISO week boundary of Monday 2026-05-04.
+        # Three days that cross Los Angeles' fall-back (2026-11-01 09:00Z, a 25-hour
+        # local day) and the ISO week boundary of Monday 2026-11-02.
         record_ts = start + int(i * (3 * 86_400_000) / count)
         ts = record_ts - rng.randrange(0, 3000)
         game = rng.choice(list(GAMES))
@@ -238,7 +294,13 @@ def oracle(records: list[Planned]) -> tuple[dict[str, dict[str, int]], dict[str,
             for wid in windows_of.get(game, set()):
                 boards.get(f"{game}:{wid}", {}).pop(player, None)
             continue
-        for wid, start_s, slots in _window_ids(event.ts_ms, only_daily=game == "gday"):
+        ids = (
+            _zoned_window_ids(event.ts_ms)
+            if game == "gtz"
+            else _window_ids(event.ts_ms, only_daily=game == "gday")
+        )
+        asc = game == "gasc"
+        for wid, start_s, slots in ids:
             closes_s = start_s + slots + LATENESS_S  # windowed boards: end + lateness
             if wid != "alltime" and rec.record_ts > closes_s * 1000:
                 continue  # this board closed before the record arrived (a late copy)
@@ -248,6 +310,9 @@ def oracle(records: list[Planned]) -> tuple[dict[str, dict[str, int]], dict[str,
             cur = board.get(player)
             if cur is None:
                 board[player] = (event.score, slot, slots)
+            elif op == "best" and asc:  # lowest wins, the earlier achiever at a tie
+                if (event.score, slot) < (cur[0], cur[1]):
+                    board[player] = (event.score, slot, slots)
             elif op == "best":
                 if (event.score, -slot) > (cur[0], -cur[1]):
                     board[player] = (event.score, slot, slots)
@@ -256,7 +321,11 @@ def oracle(records: list[Planned]) -> tuple[dict[str, dict[str, int]], dict[str,
             elif op == "set" and slot >= cur[1]:
                 board[player] = (event.score, slot, slots)
     expected = {
-        key: {p: s * n + (n - 1 - slot) for p, (s, slot, n) in members.items()}
+        key: {
+            # A lowest-wins board stores max_score - score (docs/GAMES.md).
+            p: (MAX_SCORE - s if key.startswith("gasc:") else s) * n + (n - 1 - slot)
+            for p, (s, slot, n) in members.items()
+        }
         for key, members in boards.items()
     }
     return {k: v for k, v in expected.items() if v}, counts
@@ -267,7 +336,7 @@ def read_boards(client: Any, namespace: str) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for raw in client.scan_iter(match=f"{namespace}:*", count=1000):
         key = raw.decode()
-        if not key.split("}:", 1)[1].startswith(("alltime", "daily:", "weekly:")):
+        if not key.split("}:", 1)[1].startswith(BOARD_PREFIXES):
             continue  # bookkeeping, friend sets, caches
         game = key.split("{", 1)[1].split("}", 1)[0]
         window = key.split("}:", 1)[1]

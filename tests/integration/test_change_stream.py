@@ -16,7 +16,6 @@ import pytest
 
 from domain.games import GameCatalog
 from domain.keys import GroupKeys
-from domain.windows import window_from_id
 from tests.integration.streams import GAMES, GAMES_TOML, lb, read_boards, stream_and_env
 
 pytestmark = pytest.mark.integration
@@ -51,7 +50,7 @@ def test_folding_the_change_streams_gives_the_boards(
             assert set(change) == {"w", "p", "o", "n"}, change
             folded[key] = change["n"]
         expected = {
-            (window, player): str(config.codec(window_from_id(window)).split(value)[0])
+            (window, player): str(config.codec(config.window(window)).split(value)[0])
             for name, members in boards.items()
             if name.startswith(f"{game}:")
             for window in [name.split(":", 1)[1]]

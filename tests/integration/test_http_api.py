@@ -143,6 +143,26 @@ def test_reads_give_the_python_api_answers(
     ]:
         assert http.get(path)[2] == expected, path
 
+    # rank_mode=competition: equal scores share a rank, like the Python API's ranks=.
+    for path, expected in [
+        (
+            "/v1/leaderboards/g/top?limit=9&offset=1&rank_mode=competition",
+            reader.top("g", "alltime", 9, 1, now_ms=NOW_MS, ranks="competition"),
+        ),
+        (
+            "/v1/leaderboards/g/players/p8?rank_mode=competition",
+            reader.rank("g", "p8", "alltime", now_ms=NOW_MS, ranks="competition"),
+        ),
+        (
+            "/v1/leaderboards/sh/players/s7/neighbors?k=3&rank_mode=competition",
+            reader.around("sh", "s7", "alltime", 3, now_ms=NOW_MS, ranks="competition"),
+        ),
+    ]:
+        assert http.get(path)[2] == expected, path
+    shared = http.get("/v1/leaderboards/sh/top?limit=10&rank_mode=competition")[2]["entries"]
+    assert [e["rank"] for e in shared] == [1, 1, 1, 4, 4, 4, 7, 7, 7, 10]  # scores 8,8,8,7,7,7,..
+    assert http.get("/v1/leaderboards/g/top?rank_mode=dense")[0] == 400
+
     # "daily" is resolved with the server's clock (fixed here): empty board, no error.
     status, _, daily = http.get("/v1/leaderboards/g/top?window=daily")
     assert (status, daily["window"], daily["entries"]) == (200, "daily:2026-05-06", [])
@@ -414,3 +434,31 @@ def test_batches_and_concurrent_requests_are_all_acknowledged(
         for m in _consume(kafka_bootstrap, topic, 69)
     )
     assert ids == sorted([f"b-{i}" for i in range(5)] + [f"c-{i}" for i in range(64)])
+
+
+def test_hot_serves_the_published_counts_and_404_before(
+    http: Client, redis_client: Any, namespace: str
+) -> None:
+    from domain.heavy_hitters import ActivityCounts, hot_key
+
+    status, _, body = http.get("/v1/leaderboards/g/hot?window=daily")
+    assert status == 404 and "lb hot g" in body["error"]["message"]
+    players, games = ActivityCounts(), ActivityCounts()
+    players.add_all(["bot"] * 50 + [f"p{i}" for i in range(20)])
+    games.add("g", 70)
+    redis_client.hset(
+        hot_key(namespace, "g", "daily:2026-05-06"),
+        mapping={"players": players.encode(), "games": games.encode(), "builtAtMs": NOW_MS},
+    )
+    status, _, body = http.get("/v1/leaderboards/g/hot?window=daily&limit=2&playerId=bot")
+    assert status == 200
+    assert body["window"] == "daily:2026-05-06" and body["events"] == 70
+    assert body["players"][0] == {
+        "playerId": "bot",
+        "events": 50,
+        "lowerBound": 50,
+        "upperBound": 50,
+    }
+    assert len(body["players"]) == 2 and body["games"][0]["gameId"] == "g"
+    assert body["player"] == {"playerId": "bot", "events": 50, "lowerBound": 50}
+    assert http.get("/v1/leaderboards/g/hot?limit=0")[0] == 400

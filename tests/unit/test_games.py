@@ -190,6 +190,12 @@ def test_toml_maps_every_field() -> None:
     weekly_retention_seconds = 7
     alltime_origin = "2021-01-01"
     alltime_until = "2022-01-01"
+    order = "asc"
+    reset_timezone = "America/Los_Angeles"
+    week_start = "sunday"
+    hourly_retention_seconds = 8
+    monthly_retention_seconds = 9
+    seasons = { s1 = { start = 2021-03-01, end = 2021-06-01 } }
     """
     config = GameCatalog.from_toml(text).lookup("x")
     assert config is not None
@@ -216,7 +222,7 @@ def test_toml_maps_every_field() -> None:
         ('[games."a"]\ntie_resolution = "us"\n', ["tie_resolution", "'us'"]),
         ('[games."a"]\nwindows = []\n', ["windows", "non-empty"]),
         ('[games."a"]\nwindows = "daily"\n', ["windows"]),
-        ('[games."a"]\nwindows = ["hourly"]\n', ["windows", "'hourly'"]),
+        ('[games."a"]\nwindows = ["yearly"]\n', ["windows", "'yearly'"]),
         ('[games."a"]\nwindows = ["daily", "daily"]\n', ["windows", "twice"]),
         ('[games."a"]\nalltime_origin = "2020-13-01"\n', ["alltime_origin"]),
         ('[games."a"]\nalltime_origin = 2020-01-01T00:00:00Z\n', ["alltime_origin"]),

@@ -6,9 +6,12 @@ driving :class:`tests.unit.boardmodel.BoardModel`, a dictionary model of the
 Redis data with the semantics of the ``APPLY_GROUP`` Lua script.
 
 The oracle shares no code with the planner: plain dictionaries, its own
-composite formula ``score * slots + (slots - 1 - slot)``, its own windows from
-``datetime.isocalendar`` and its own key spelling from the documented layout.
-Domain helpers (``window_for``) are used only to build the planner's input.
+composite formula ``score * slots + (slots - 1 - slot)`` (``max_score - score``
+in place of the score on a lowest-wins board), its own windows from
+``datetime.isocalendar`` and ``zoneinfo`` local midnights (games that reset in
+Los Angeles on Sundays or in Berlin, across both 2026 daylight-saving changes),
+its own seasons and its own key spelling from the documented layout. Domain
+helpers (``GameConfig.windows_at``) are used only to build the planner's input.
 """
 
 from __future__ import annotations
@@ -16,18 +19,19 @@ from __future__ import annotations
 import random
 import zlib
 from dataclasses import dataclass, field, replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.events import EventKind, ScoreEvent
-from domain.games import GameConfig, Operator
+from domain.games import GameConfig, Operator, Order, Season
 from domain.planner import BoardPlanner
 from domain.records import Accepted, CheckedBatch
 from domain.scoring import TieResolution
-from domain.windows import WindowKind, window_for
+from domain.windows import Calendar, WindowKind, window_for
 from tests.unit.boardmodel import BoardModel, project, write_batch
 
 pytestmark = pytest.mark.unit
@@ -66,6 +70,31 @@ MOMENTS = (
     _ms(2027, 1, 4),  # 2027-W01
     _ms(2027, 1, 4, 12),
     UNTIL_MS - 1,
+    # Los Angeles springs forward at 2026-03-08 10:00Z and falls back at 2026-11-01 09:00Z
+    # (01:00 happens twice: 08:00Z PDT and 09:00Z PST); Berlin at 03-29 01:00Z, 10-25 01:00Z.
+    _ms(2026, 3, 8, 9, 59, 59) + 999,
+    _ms(2026, 3, 8, 10),
+    _ms(2026, 3, 9, 6, 59, 59) + 999,  # the last ms of the 23-hour day
+    _ms(2026, 3, 9, 7),
+    _ms(2026, 11, 1, 8, 30),
+    _ms(2026, 11, 1, 9, 30),
+    _ms(2026, 11, 2, 7, 59, 59) + 999,  # the last ms of the 25-hour day
+    _ms(2026, 11, 2, 8),
+    _ms(2026, 3, 28, 22, 59, 59) + 999,
+    _ms(2026, 3, 29, 1),
+    _ms(2026, 10, 25, 0, 59, 59) + 999,
+    _ms(2026, 10, 25, 1),
+    _ms(2026, 10, 31, 23),  # the end of October in Berlin and Los Angeles
+    _ms(2026, 11, 1, 7),
+)
+
+#: The calendars games draw: (zone, week_start 0=Monday .. 6=Sunday).
+CALENDARS = (("UTC", 0), ("America/Los_Angeles", 6), ("Europe/Berlin", 0), ("UTC", 3))
+#: Seasons games draw from: ISO bounds read independently of the catalog.
+SEASONS = (
+    ("s1", "2026-10-25T00:00:00+00:00", "2026-11-02T08:00:00+00:00"),
+    ("s2", "2026-12-28T00:00:00+00:00", "2027-01-04T00:00:00+00:00"),
+    ("s3", "2026-03-08T09:45:00+00:00", "2026-03-08T10:15:00+00:00"),
 )
 
 
@@ -90,12 +119,54 @@ class OracleWindow:
     expire_at_s: int | None
 
 
+def _midnight_ms(day: date, zone: str) -> int:
+    local = datetime(day.year, day.month, day.day, tzinfo=ZoneInfo(zone))
+    return (local.astimezone(UTC) - EPOCH) // timedelta(milliseconds=1)
+
+
+def _zoned_window(kind: str, ts_ms: int, game: GameConfig) -> OracleWindow:
+    """Hourly, daily, weekly and monthly boards of a local calendar (midnight to midnight)."""
+    zone, first = game.calendar.zone, game.calendar.week_start
+    local = _utc(ts_ms).astimezone(ZoneInfo(zone))
+    day = local.date()
+    if kind == "hourly":
+        offset = local.utcoffset() or timedelta(0)
+        minutes = int(offset.total_seconds() // 60)
+        sign = "+" if minutes >= 0 else "-"
+        start_local = local.replace(minute=0, second=0, microsecond=0, tzinfo=timezone(offset))
+        start = (start_local - EPOCH) // timedelta(milliseconds=1)
+        hh, mm = divmod(abs(minutes), 60)
+        name = f"{day.isoformat()}T{local.hour:02d}{sign}{hh:02d}{mm:02d}"
+        end, retention, wid = start + 3_600_000, game.hourly_retention_s, f"hourly:{name}"
+    elif kind == "daily":
+        start, end = _midnight_ms(day, zone), _midnight_ms(day + timedelta(days=1), zone)
+        retention, wid = game.daily_retention_s, f"daily:{day.isoformat()}"
+    elif kind == "weekly":
+        first_day = day - timedelta(days=(day.weekday() - first) % 7)
+        start = _midnight_ms(first_day, zone)
+        end = _midnight_ms(first_day + timedelta(days=7), zone)
+        iso = first_day.isocalendar()
+        name = f"{iso.year:04d}-W{iso.week:02d}" if first == 0 else first_day.isoformat()
+        retention, wid = game.weekly_retention_s, f"weekly:{name}"
+    else:
+        first_day = day.replace(day=1)
+        following = (first_day + timedelta(days=32)).replace(day=1)
+        start, end = _midnight_ms(first_day, zone), _midnight_ms(following, zone)
+        retention, wid = game.monthly_retention_s, f"monthly:{day:%Y-%m}"
+    return OracleWindow(wid, start, end - start, end // 1000 + retention)
+
+
 def oracle_window(kind: WindowKind, ts_ms: int, game: GameConfig) -> OracleWindow:
     """The board of ``kind`` holding ``ts_ms``, from the calendar alone."""
     if kind.value == "alltime":
         return OracleWindow(
             "alltime", game.alltime_origin_ms, game.alltime_until_ms - game.alltime_origin_ms, None
         )
+    if kind.value in ("hourly", "monthly") or (game.calendar.zone, game.calendar.week_start) != (
+        "UTC",
+        0,
+    ):
+        return _zoned_window(kind.value, ts_ms, game)
     day = _utc(ts_ms).date()
     if kind.value == "daily":
         start = _epoch_ms(day)
@@ -135,12 +206,27 @@ def prefix(tag: str) -> str:
     return f"{NS}:{{{tag}}}:"
 
 
+def oracle_seasons(ts_ms: int, game: GameConfig) -> list[OracleWindow]:
+    """The configured seasons holding ``ts_ms`` (never expiring boards)."""
+    out = []
+    for name, start_text, end_text in SEASONS:
+        if name not in {season.name for season in game.seasons}:
+            continue
+        start = (datetime.fromisoformat(start_text) - EPOCH) // timedelta(milliseconds=1)
+        end = (datetime.fromisoformat(end_text) - EPOCH) // timedelta(milliseconds=1)
+        if start <= ts_ms < end:
+            out.append(OracleWindow(f"season:{name}", start, end - start, None))
+    return out
+
+
 def combine(
-    op: str, cur: tuple[int, int] | None, score: int, slot: int, cap: int
+    op: str, cur: tuple[int, int] | None, score: int, slot: int, cap: int, asc: bool = False
 ) -> tuple[tuple[int, int], bool]:
     """(new (score, slot), saturated) by the documented operator rules."""
     if cur is None:
         return (score, slot), False
+    if op == "best" and asc:  # the lowest score, earlier slot first
+        return min(cur, (score, slot)), False
     if op == "best":  # the maximum of (score, earlier slot first)
         return max(cur, (score, slot), key=lambda e: (e[0], -e[1])), False
     if op == "incr":  # saturating sum, latest contributing slot
@@ -197,7 +283,7 @@ class Scenario:
 
     def accepted(self, rec: Rec) -> Accepted:
         game = self.games[rec.event.game_id]
-        windows = tuple(window_for(kind, rec.event.ts_ms) for kind in rec.kinds)
+        windows = tuple(w for w in game.windows_at(rec.event.ts_ms) if w.kind in rec.kinds)
         return Accepted(rec.offset, rec.record_ts, rec.event, game, windows)
 
     @property
@@ -211,6 +297,7 @@ def oracle(scn: Scenario) -> Expected:
     out = Expected()
     values: dict[tuple[str, str], tuple[int, int]] = {}
     slots: dict[str, int] = {}
+    ceiling: dict[str, int | None] = {}  # max_score of a lowest-wins board
     applied_at: dict[tuple[str, str], list[int]] = {}  # record times of applied copies
     stats = {"applied": 0, "noop": 0, "duplicate": 0, "saturated": 0}
     for partition, recs in scn.records.items():
@@ -235,15 +322,24 @@ def oracle(scn: Scenario) -> Expected:
                         del values[(key, player)]
             else:
                 capped = False
-                for kind in rec.kinds:
-                    window = oracle_window(kind, ev.ts_ms, game)
+                listed = [k for k in rec.kinds if k.value != "season"]
+                boards = [oracle_window(k, ev.ts_ms, game) for k in listed]
+                if WindowKind.SEASON in rec.kinds:
+                    boards += oracle_seasons(ev.ts_ms, game)
+                for window in boards:
                     key = pre + window.id
                     slots[key] = oracle_slots(game, window)
+                    ceiling[key] = game.max_score if game.order.value == "asc" else None
                     out.registries.setdefault(pre + "meta:boards", set()).add(window.id)
                     slot = oracle_slot(game, window, ev.ts_ms)
                     cur = values.get((key, ev.player_id))
                     new, saturated = combine(
-                        game.operator.value, cur, ev.score, slot, game.max_score
+                        game.operator.value,
+                        cur,
+                        ev.score,
+                        slot,
+                        game.max_score,
+                        game.order.value == "asc",
                     )
                     capped = capped or saturated
                     if new != cur:
@@ -254,7 +350,9 @@ def oracle(scn: Scenario) -> Expected:
                 stats["saturated"] += capped  # once per capped event, not per board
             stats["applied" if changed else "noop"] += 1
     for (key, player), (score, slot) in values.items():
-        out.boards.setdefault(key, {})[player] = score * slots[key] + (slots[key] - 1 - slot)
+        top = ceiling[key]
+        stored = score if top is None else top - score
+        out.boards.setdefault(key, {})[player] = stored * slots[key] + (slots[key] - 1 - slot)
     out.expire_at = {k: v for k, v in out.expire_at.items() if k in out.boards}
     out.stats = {k: v for k, v in stats.items() if v}
     return out
@@ -265,20 +363,51 @@ def oracle(scn: Scenario) -> Expected:
 
 def _oracle_fit(game: GameConfig) -> int:
     """The largest max_score the oracle's own formula allows for every board of ``game``."""
-    spans = {"alltime": UNTIL_MS - ORIGIN_MS, "daily": DAY_MS, "weekly": 7 * DAY_MS}
+    margin = 0 if game.calendar.zone == "UTC" else 2 * 3_600_000  # one DST shift, doubled
+    spans = {
+        "alltime": UNTIL_MS - ORIGIN_MS,
+        "hourly": 3_600_000 + margin,
+        "daily": DAY_MS + margin,
+        "weekly": 7 * DAY_MS + margin,
+        "monthly": 31 * DAY_MS + margin,
+    }
     unit = _UNIT_MS[game.tie_resolution.value]
-    slots = max(1 if unit is None else -(-spans[k.value] // unit) for k in game.windows)
+    lengths = [spans[k.value] for k in game.windows]
+    lengths += [season.end_ms - season.start_ms for season in game.seasons]
+    slots = max(1 if unit is None else -(-span // unit) for span in lengths)
     return 2**53 // slots - 1
+
+
+_LISTED = [
+    WindowKind.ALLTIME,
+    WindowKind.WEEKLY,
+    WindowKind.DAILY,
+    WindowKind.HOURLY,
+    WindowKind.MONTHLY,
+]
 
 
 @st.composite
 def game_configs(draw: st.DrawFn, operators: tuple[Operator, ...] = tuple(Operator)) -> GameConfig:
+    zone, week_start = draw(st.sampled_from(CALENDARS))
+    seasons = tuple(
+        Season(
+            name,
+            (datetime.fromisoformat(start) - EPOCH) // timedelta(milliseconds=1),
+            (datetime.fromisoformat(end) - EPOCH) // timedelta(milliseconds=1),
+        )
+        for name, start, end in SEASONS
+        if draw(st.booleans())
+    )
     game = GameConfig(
         operator=draw(st.sampled_from(operators)),
         tie_resolution=draw(st.sampled_from(TieResolution)),
-        windows=tuple(draw(st.permutations(list(WindowKind)))[: draw(st.integers(1, 3))]),
+        windows=tuple(draw(st.permutations(_LISTED))[: draw(st.integers(1, 5))]),
         shards=draw(st.integers(1, 3)),
         max_score=1,
+        order=draw(st.sampled_from(Order)),
+        calendar=Calendar(zone, week_start),
+        seasons=seasons,
     )
     big = draw(st.booleans())
     max_score = _oracle_fit(game) if big else draw(st.integers(1, 40))
@@ -288,8 +417,15 @@ def game_configs(draw: st.DrawFn, operators: tuple[Operator, ...] = tuple(Operat
 
 
 def narrow_first(game: GameConfig) -> tuple[WindowKind, ...]:
-    order = (WindowKind.DAILY, WindowKind.WEEKLY, WindowKind.ALLTIME)
-    return tuple(k for k in order if k in game.windows)
+    order = (
+        WindowKind.HOURLY,
+        WindowKind.DAILY,
+        WindowKind.WEEKLY,
+        WindowKind.MONTHLY,
+        WindowKind.SEASON,
+        WindowKind.ALLTIME,
+    )
+    return tuple(k for k in order if k in game.windows or (k.value == "season" and game.seasons))
 
 
 def _scores(cap: int) -> st.SearchStrategy[int]:
@@ -298,7 +434,11 @@ def _scores(cap: int) -> st.SearchStrategy[int]:
     )
 
 
-_TS = st.one_of(st.sampled_from(MOMENTS), st.integers(_ms(2026, 12, 27), _ms(2027, 1, 5)))
+_TS = st.one_of(
+    st.sampled_from(MOMENTS),
+    st.integers(_ms(2026, 12, 27), _ms(2027, 1, 5)),
+    st.integers(_ms(2026, 10, 31, 20), _ms(2026, 11, 2, 9)),
+)
 #: Record-time steps within a partition; negative ones are producers with skewed clocks.
 _STEP = st.sampled_from(
     (
@@ -349,7 +489,9 @@ def scenarios(
         game = games[ev.game_id]
         # Lateness drops the daily (and then the weekly) board, never every board.
         drop = draw(st.integers(0, 2))
-        gone = {WindowKind.DAILY} if drop == 1 else {WindowKind.DAILY, WindowKind.WEEKLY}
+        gone = {WindowKind.HOURLY, WindowKind.DAILY}
+        if drop == 2:
+            gone.add(WindowKind.WEEKLY)
         # The validator hands windows over narrowest first (the planner relies on it).
         kinds = tuple(k for k in narrow_first(game) if drop == 0 or k not in gone)
         kinds = kinds or narrow_first(game)
@@ -593,9 +735,7 @@ def _event(
 
 def _batch(game: GameConfig, partition: int, *recs: tuple[int, int, ScoreEvent]) -> CheckedBatch:
     accepted = tuple(
-        Accepted(
-            offset, record_ts, ev, game, tuple(window_for(k, ev.ts_ms) for k in narrow_first(game))
-        )
+        Accepted(offset, record_ts, ev, game, game.windows_at(ev.ts_ms))
         for offset, record_ts, ev in recs
     )
     return CheckedBatch(TOPIC, partition, accepted, (), accepted[-1].offset)

@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 from domain.errors import EncodingError, QueryError
 from domain.ranking import (
     Cursor,
+    Entry,
     Member,
+    competition_ranks,
     composite_of,
     count_before,
     entries,
@@ -31,6 +33,7 @@ from domain.ranking import (
     page_after,
     percentile,
     rank_members,
+    rank_mode,
     score_floor,
     split_window,
     visible_rank,
@@ -366,3 +369,32 @@ def test_cursor_paging_over_a_changing_board(
     assert [n for n in names if n in set(stable)] == stable_order
     if only_up:
         assert len(names) == len(set(names))
+
+
+# --- competition ranks ("1224") ------------------------------------------------------------
+
+
+@given(
+    scores=st.lists(st.integers(0, 5), min_size=1, max_size=30),
+    start=st.integers(0, 29),
+    tier=st.integers(1, 40),
+)
+def test_competition_ranks_of_any_slice_match_counting_better_scores(
+    scores: list[int], start: int, tier: int
+) -> None:
+    board = sorted(scores, reverse=True)
+    assume(start < len(board))
+    lines = [
+        Entry(rank=i + 1 if i + 1 <= tier else None, playerId=f"p{i}", score=s)
+        for i, s in enumerate(board)
+    ][start:]
+    first = 1 + sum(1 for s in board if s > board[start])
+    got = competition_ranks(lines, first if lines[0]["rank"] is not None else None)
+    expected = [
+        None if line["rank"] is None else 1 + sum(1 for s in board if s > line["score"])
+        for line in lines
+    ]
+    assert got == expected
+    assert rank_mode("competition") == "competition"
+    with pytest.raises(QueryError):
+        rank_mode("dense")

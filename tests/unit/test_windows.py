@@ -74,7 +74,7 @@ def oracle(kind: WindowKind, ts_ms: int) -> Window:
 def test_window_ids_at_boundaries(ts: int, daily: str, weekly: str) -> None:
     assert window_for(WindowKind.DAILY, ts).id == daily
     assert window_for(WindowKind.WEEKLY, ts).id == weekly
-    for kind in WindowKind:
+    for kind in (WindowKind.ALLTIME, WindowKind.WEEKLY, WindowKind.DAILY):
         assert window_for(kind, ts) == oracle(kind, ts)
 
 
@@ -166,7 +166,7 @@ def test_window_from_id_valid(spec: str, start: int) -> None:
         "",
         "Alltime",
         " alltime",
-        "hourly",
+        "yearly",
         "daily:",
         "daily:2026-5-4",
         "daily:2026-02-29",
@@ -182,7 +182,7 @@ def test_window_from_id_valid(spec: str, start: int) -> None:
         "weekly:2026-W1",
         "weekly:0000-W01",
         "weekly:2026-w18",
-        "monthly:2026-05",
+        "monthly:2026-13",
     ],
 )
 def test_bad_window_specs_are_query_errors(spec: str) -> None:
