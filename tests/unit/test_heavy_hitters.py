@@ -38,7 +38,9 @@ def test_estimates_stay_within_the_stated_bounds(items: list[str]) -> None:
             assert hit.lower_bound <= n <= hit.upper_bound
             assert abs(hit.estimate - n) <= bound
         estimate, lower = counts.estimate(item)
-        assert lower <= n <= estimate  # count-min never undercounts
+        # Count-min never undercounts; its lower bound (estimate - error) only
+        # holds with the configured confidence, so it is not asserted per item.
+        assert n <= estimate and lower <= estimate
     # bytes round trip and merge equal one sketch of everything
     again = ActivityCounts.decode(counts.encode())
     assert again.top(100) == counts.top(100) and again.total == counts.total
