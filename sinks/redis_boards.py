@@ -462,14 +462,22 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
             restart: dict[str, int] = {}
             for batch, plan in zip(round_, plans, strict=True):
                 lost = False
+                superseded = False
                 for write in plan.groups:
-                    if refused_at(next(answers)) is not None:
+                    answer = next(answers)
+                    if refused_at(answer) is not None:
                         lost = True
                         refused[(write.keys.watermarks, write.watermark[0])] = write.expected
+                    superseded = superseded or answer == 0
                 if lost:
                     restart[watermark_field(batch.topic, batch.partition)] = batch.first_offset
                 else:
                     self._planner.commit(plan)
+                    if superseded:
+                        # Redis already had this batch: a retried write, or a backfill
+                        # cut the group over (sinks/cutover.py). Its values may not be
+                        # this plan's: read them again rather than trust the cache.
+                        self._planner.forget({})
                     self._acknowledge(batch, plan)
                     outcomes.add_board_outcomes([plan.totals()])
             if refused:

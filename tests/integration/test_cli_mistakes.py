@@ -198,7 +198,7 @@ def test_dry_run_touches_nothing(tmp_path: Path) -> None:
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 2 and all("flows.scoreboard:build()" in line for line in lines)
     assert not (tmp_path / "state").exists()
-    rebuild = lb(["rebuild", "--dry-run"], env, timeout=60)
+    rebuild = lb(["rebuild", "--offline", "--dry-run"], env, timeout=60)
     assert rebuild.returncode == 0, rebuild.stderr
     # The printed command pastes into a shell as is: no nested single quotes.
     assert """'flows.scoreboard:build(until_end=True, namespace="tmistakes~rebuild", """ in (

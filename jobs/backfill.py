@@ -1,0 +1,308 @@
+"""``lb backfill`` / ``lb rebuild``: replay part of the log beside the live job, then cut over.
+
+The replay uses the streaming job's own code path (the validator, the
+planner, the board store and its Lua write) into a staging namespace, so a
+staged group is exactly what the live job would have built from the same
+records. Then (:mod:`domain.backfill_plan` explains the two modes):
+
+* replace: the replay keeps reading until it is at the live head, and cuts
+  each group over atomically with its watermarks set to the last offset read
+  (:func:`sinks.cutover.replace_group`); a group the live job has moved past
+  is retried after reading further. Groups already cut over are no longer
+  replayed. The live job notices the new watermarks and carries on from them.
+* fill: after the range, each staged board the live group lacks is moved in
+  (:func:`sinks.cutover.fill_group`).
+
+Dead letters are not written (the live job wrote them when it read the
+records). The staging namespace is dropped at the start (what a killed run
+left) and at the end, also on Ctrl-C or SIGTERM: a group is either cut over
+whole or its live keys were never touched.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from domain.backfill_plan import (
+    BackfillPlan,
+    Bound,
+    Mode,
+    expiry_floor,
+    mode_of,
+    progress_line,
+    resolve_range,
+)
+from domain.errors import ServiceError
+from domain.planner import BoardPlanner, group_tag
+from domain.records import Accepted, CheckedBatch, RecordBatch
+from domain.validation import Validator
+from jobs.verifier import LogReader
+from sinks.cutover import BEHIND, FOREIGN, FillResult, fill_group, replace_group, tags
+from sinks.namespace_swap import drop_namespace
+from sinks.redis_boards import RedisBoardStore, refused_at
+from sources.kafka_source import topic_partitions
+
+
+class KafkaOffsets:
+    """The partitions' offset bounds, and Kafka's offsets-for-times."""
+
+    def __init__(self, kafka_config: Mapping[str, str], topic: str) -> None:
+        self._config = dict(kafka_config)
+        self._topic = topic
+
+    def _consumer(self) -> Consumer:
+        return Consumer(
+            {
+                **self._config,
+                "group.id": f"lb-backfill-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "log_level": 3,
+            }
+        )
+
+    def bounds(self) -> tuple[dict[int, int], dict[int, int]]:
+        """Each partition's earliest and end offsets, now."""
+        partitions = topic_partitions(self._config, self._topic)
+        consumer = self._consumer()
+        try:
+            low: dict[int, int] = {}
+            high: dict[int, int] = {}
+            for p in partitions:
+                low[p], high[p] = consumer.get_watermark_offsets(
+                    TopicPartition(self._topic, p), timeout=30
+                )
+            return low, high
+        except KafkaException as exc:
+            raise ServiceError(f"cannot read the offsets of {self._topic!r}: {exc}") from exc
+        finally:
+            consumer.close()
+
+    def at(self, bound: Bound, high: Mapping[int, int]) -> dict[int, int]:
+        """Offsets of a bound: the user's, or the first record at or after its time."""
+        if bound.at_ms is None:
+            return dict(bound.offsets)
+        at_ms = bound.at_ms
+        consumer = self._consumer()
+        try:
+            found = consumer.offsets_for_times(
+                [TopicPartition(self._topic, p, at_ms) for p in high], timeout=30
+            )
+        except KafkaException as exc:
+            raise ServiceError(
+                f"Kafka's offsets-for-times failed on {self._topic!r}: {exc}"
+            ) from exc
+        finally:
+            consumer.close()
+        # -1: no record at or after that time, so the bound is the partition's end.
+        return {tp.partition: tp.offset if tp.offset >= 0 else high[tp.partition] for tp in found}
+
+
+def make_plan(
+    offsets: KafkaOffsets,
+    topic: str,
+    games: tuple[str, ...],
+    start: Bound | None,
+    until: Bound | None,
+    windows: tuple[str, ...] = (),
+) -> BackfillPlan:
+    """Resolve the options against the topic's offsets now."""
+    low, high = offsets.bounds()
+    mode = mode_of(start, until)
+    ranges = resolve_range(
+        low,
+        high,
+        None if start is None else offsets.at(start, high),
+        None if until is None else offsets.at(until, high),
+    )
+    return BackfillPlan(topic, games, mode, ranges, follow=mode is Mode.REPLACE, windows=windows)
+
+
+@dataclass
+class BackfillReport:
+    """What a run did (printed as JSON by the commands)."""
+
+    mode: str
+    records: int = 0
+    groups: list[str] = field(default_factory=list)
+    equal_cutovers: list[str] = field(default_factory=list)
+    filled: dict[str, FillResult] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "mode": self.mode,
+            "records_replayed": self.records,
+            "groups": len(self.groups),
+            "seconds": round(self.seconds, 2),
+        }
+        if self.equal_cutovers:
+            out["cut_over_at_equal_watermarks"] = self.equal_cutovers
+        if self.filled:
+            out["boards_moved"] = {t: r.moved for t, r in self.filled.items() if r.moved}
+            out["boards_kept_live"] = {t: r.kept for t, r in self.filled.items() if r.kept}
+        return out
+
+
+class Backfill:
+    """One run of a :class:`BackfillPlan` (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: Any,
+        log: LogReader,
+        offsets: KafkaOffsets,
+        validator: Validator,
+        plan: BackfillPlan,
+        *,
+        live: str,
+        staging: str,
+        dedupe_horizon_ms: int,
+        cache_players: int,
+        now_s: Callable[[], float],
+        keep_s: int = 86_400,
+        strict_for_s: float = 5.0,
+        progress: TextIO | None = sys.stderr,
+        what: str = "lb backfill",
+    ) -> None:
+        self._client = client
+        self._log = log
+        self._offsets = offsets
+        self._validator = validator
+        self._plan = plan
+        self._live = live
+        self._staging = staging
+        self._store = RedisBoardStore(client)
+        self._planner = BoardPlanner(staging, dedupe_horizon_ms, cache_players)
+        self._now_s = now_s
+        self._keep_s = keep_s
+        self._strict_for_s = strict_for_s
+        self._out = progress
+        self._what = what
+        self._done: set[str] = set()
+        self._records = 0
+        self._total = plan.records
+        self._started = time.monotonic()
+        self._last_line = 0.0
+
+    def run(self) -> BackfillReport:
+        """Replay, cut over; the staging namespace is dropped whatever happens."""
+        report = BackfillReport(mode=str(self._plan.mode))
+        drop_namespace(self._client, self._staging)
+        try:
+            ranges = {p: (a, end - 1) for p, (a, end) in self._plan.ranges.items()}
+            self._replay(ranges)
+            if self._plan.mode is Mode.FILL:
+                for tag in sorted(t for t in tags(self._client, self._staging)):
+                    report.filled[tag] = fill_group(
+                        self._client, self._staging, self._live, tag, self._plan.windows
+                    )
+                    report.groups.append(tag)
+            else:
+                self._follow_and_replace(report)
+            self._line(force=True)
+        finally:
+            drop_namespace(self._client, self._staging)
+        report.records = self._records
+        report.seconds = time.monotonic() - self._started
+        return report
+
+    # -- replaying ---------------------------------------------------------------------
+
+    def _replay(self, ranges: Mapping[int, tuple[int, int]]) -> None:
+        """Apply every wanted record of ``ranges`` (``last`` inclusive) to the staging side."""
+        for batch in self._log.read(dict(ranges)):
+            self._apply(batch)
+            self._line()
+
+    def _apply(self, batch: RecordBatch) -> None:
+        """The sink's write path, into the staging namespace, for the groups still to do."""
+        self._records += len(batch.records)
+        checked = self._validator.check_batch(batch)
+        accepted = tuple(rec for rec in checked.accepted if self._keep(rec))
+        if not accepted:
+            return
+        checked = CheckedBatch(batch.topic, batch.partition, accepted, (), checked.last_offset)
+        lookups = self._planner.lookups(checked)
+        results = self._store.read(lookups)
+        self._planner.remember_registries(lookups, results)
+        plan = self._planner.plan(checked, results, lookups)
+        if self._plan.mode is Mode.FILL:
+            floor = int(self._now_s()) + self._keep_s
+            for write in plan.groups:
+                write.expire_at_s = expiry_floor(write.expire_at_s, floor)
+        if any(refused_at(answer) is not None for answer in self._store.apply(plan)):
+            raise ServiceError(f"another writer changed the staging namespace {self._staging!r}")
+        self._planner.commit(plan)
+
+    def _keep(self, rec: Accepted) -> bool:
+        tag = group_tag(rec)
+        return self._plan.wants(tag) and tag not in self._done
+
+    # -- replace: catch up with the live head, cut over group by group -----------------
+
+    def _follow_and_replace(self, report: BackfillReport) -> None:
+        """Read to the head, cut over what can be, repeat until every group is done.
+
+        A group whose live watermark is not strictly below what was read is
+        retried after the next read; after ``strict_for_s`` of that (an idle
+        partition), it is cut over at equal watermarks and reported.
+        """
+        through = {p: end - 1 for p, (_, end) in self._plan.ranges.items()}
+        first_try = time.monotonic()
+        while True:
+            wanted = {
+                t
+                for t in tags(self._client, self._staging) | tags(self._client, self._live)
+                if self._plan.wants(t)
+            } - self._done
+            if not wanted:
+                return
+            strict = time.monotonic() - first_try < self._strict_for_s
+            for tag in sorted(wanted):
+                answer = replace_group(
+                    self._client,
+                    self._staging,
+                    self._live,
+                    tag,
+                    self._plan.topic,
+                    through,
+                    strict=strict,
+                )
+                if answer == FOREIGN:
+                    raise ServiceError(
+                        f"the live boards of {tag!r} hold records of another topic than "
+                        f"{self._plan.topic!r}; replacing them would drop those: replay a "
+                        "bounded range instead (--from/--until moves only missing boards)"
+                    )
+                if answer != BEHIND:
+                    self._done.add(tag)
+                    report.groups.append(tag)
+                    if not strict:
+                        report.equal_cutovers.append(tag)
+            if not wanted - self._done:
+                return
+            # The live job moved past what was read: read up to the head again.
+            _, high = self._offsets.bounds()
+            more = {p: (through.get(p, -1) + 1, end - 1) for p, end in high.items()}
+            self._total += sum(max(0, b - a + 1) for a, b in more.values())
+            if any(b >= a for a, b in more.values()):
+                self._replay(more)
+                through = {p: end - 1 for p, end in high.items()}
+            else:
+                time.sleep(0.05)
+            self._line()
+
+    def _line(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if self._out is None or (not force and now - self._last_line < 1.0):
+            return
+        self._last_line = now
+        line = progress_line(self._what, self._records, self._total, now - self._started)
+        print(line, file=self._out, flush=True)
