@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from domain.backfill_plan import (
     BackfillPlan,
@@ -41,7 +41,7 @@ from domain.backfill_plan import (
 )
 from domain.errors import ServiceError
 from domain.planner import BoardPlanner, group_tag
-from domain.records import Accepted, CheckedBatch, RecordBatch
+from domain.records import Accepted, CheckedBatch, RecordBatch, SourceRecord
 from domain.validation import Validator
 from jobs.verifier import LogReader
 from sinks.cutover import BEHIND, FOREIGN, FillResult, fill_group, replace_group, tags
@@ -102,6 +102,68 @@ class KafkaOffsets:
             consumer.close()
         # -1: no record at or after that time, so the bound is the partition's end.
         return {tp.partition: tp.offset if tp.offset >= 0 else high[tp.partition] for tp in found}
+
+
+class Tail:
+    """One consumer reading every partition from the plan's start, on past its end.
+
+    ``through()`` is, per partition, the last offset read (everything up to it
+    was read, in order); ``at_end()`` says every partition was at its end when
+    last polled (Kafka's partition EOF, or nothing left in the planned range).
+    """
+
+    def __init__(
+        self, kafka_config: Mapping[str, str], topic: str, ranges: Mapping[int, tuple[int, int]]
+    ) -> None:
+        self._topic = topic
+        self._last = {p: first - 1 for p, (first, _) in ranges.items()}
+        # A partition whose planned range is empty and already at its end needs no EOF.
+        self._eof = {p for p, (first, end) in ranges.items() if first >= end}
+        self._consumer = Consumer(
+            {
+                **kafka_config,
+                "group.id": f"lb-backfill-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "log_level": 3,
+            }
+        )
+        self._consumer.assign([TopicPartition(topic, p, first) for p, (first, _) in ranges.items()])
+
+    #: Records per poll at most.
+    BATCH_MAX = 5_000
+
+    def poll(self, timeout_s: float = 0.05) -> list[RecordBatch]:
+        """What is there now, as one batch per partition."""
+        buffers: dict[int, list[SourceRecord]] = {}
+        for msg in self._consumer.consume(num_messages=self.BATCH_MAX, timeout=timeout_s):
+            err = msg.error()
+            p = msg.partition() or 0
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    self._eof.add(p)
+                    continue
+                raise ServiceError(f"Kafka error on {self._topic}[{p}]: {err}")
+            offset = msg.offset() or 0
+            self._eof.discard(p)
+            self._last[p] = offset
+            buffers.setdefault(p, []).append(
+                SourceRecord(offset, msg.timestamp()[1], msg.key(), msg.value())
+            )
+        return [RecordBatch(self._topic, p, tuple(recs)) for p, recs in buffers.items()]
+
+    def past(self, ranges: Mapping[int, tuple[int, int]]) -> bool:
+        """Whether every partition was read up to its planned end."""
+        return all(self._last.get(p, -1) >= end - 1 for p, (_, end) in ranges.items())
+
+    def at_end(self) -> bool:
+        return self._eof >= set(self._last)
+
+    def through(self) -> dict[int, int]:
+        return dict(self._last)
+
+    def close(self) -> None:
+        self._consumer.close()
 
 
 def make_plan(
@@ -173,6 +235,7 @@ class Backfill:
     ) -> None:
         self._client = client
         self._log = log
+        self._log_config = log.config
         self._offsets = offsets
         self._validator = validator
         self._plan = plan
@@ -196,10 +259,12 @@ class Backfill:
         report = BackfillReport(mode=str(self._plan.mode))
         drop_namespace(self._client, self._staging)
         try:
-            ranges = {p: (a, end - 1) for p, (a, end) in self._plan.ranges.items()}
-            self._replay(ranges)
             if self._plan.mode is Mode.FILL:
-                for tag in sorted(t for t in tags(self._client, self._staging)):
+                ranges = {p: (a, end - 1) for p, (a, end) in self._plan.ranges.items()}
+                for batch in self._log.read(ranges):
+                    self._apply(batch)
+                    self._line()
+                for tag in sorted(tags(self._client, self._staging)):
                     report.filled[tag] = fill_group(
                         self._client, self._staging, self._live, tag, self._plan.windows
                     )
@@ -214,12 +279,6 @@ class Backfill:
         return report
 
     # -- replaying ---------------------------------------------------------------------
-
-    def _replay(self, ranges: Mapping[int, tuple[int, int]]) -> None:
-        """Apply every wanted record of ``ranges`` (``last`` inclusive) to the staging side."""
-        for batch in self._log.read(dict(ranges)):
-            self._apply(batch)
-            self._line()
 
     def _apply(self, batch: RecordBatch) -> None:
         """The sink's write path, into the staging namespace, for the groups still to do."""
@@ -248,56 +307,69 @@ class Backfill:
     # -- replace: catch up with the live head, cut over group by group -----------------
 
     def _follow_and_replace(self, report: BackfillReport) -> None:
-        """Read to the head, cut over what can be, repeat until every group is done.
+        """Replay to the planned ends, then tail the log and cut over group by group.
 
-        A group whose live watermark is not strictly below what was read is
-        retried after the next read; after ``strict_for_s`` of that (an idle
-        partition), it is cut over at equal watermarks and reported.
+        One consumer reads on from where the plan starts, so a cut-over is
+        tried as soon as every partition is at its end, with ``through`` the
+        last offset read of each. A group whose live watermark is not strictly
+        below it (the live job was as quick) is tried again after the next
+        records; after ``strict_for_s`` of that (an idle partition, where the
+        live job sits at the same offset), it is cut over at equal watermarks
+        and reported.
         """
-        through = {p: end - 1 for p, (_, end) in self._plan.ranges.items()}
-        first_try = time.monotonic()
-        while True:
-            wanted = {
-                t
-                for t in tags(self._client, self._staging) | tags(self._client, self._live)
-                if self._plan.wants(t)
-            } - self._done
-            if not wanted:
-                return
-            strict = time.monotonic() - first_try < self._strict_for_s
-            for tag in sorted(wanted):
-                answer = replace_group(
-                    self._client,
-                    self._staging,
-                    self._live,
-                    tag,
-                    self._plan.topic,
-                    through,
-                    strict=strict,
+        tail = Tail(self._log_config, self._plan.topic, self._plan.ranges)
+        first_try: float | None = None
+        try:
+            while True:
+                batches = tail.poll()
+                for batch in batches:
+                    self._apply(batch)
+                self._line()
+                # At the head: every partition at its end, or past the plan with
+                # nothing more waiting than one poll took (a stream that never pauses).
+                drained = (
+                    tail.past(self._plan.ranges)
+                    and sum(len(b.records) for b in batches) < Tail.BATCH_MAX
                 )
-                if answer == FOREIGN:
-                    raise ServiceError(
-                        f"the live boards of {tag!r} hold records of another topic than "
-                        f"{self._plan.topic!r}; replacing them would drop those: replay a "
-                        "bounded range instead (--from/--until moves only missing boards)"
-                    )
-                if answer != BEHIND:
-                    self._done.add(tag)
-                    report.groups.append(tag)
-                    if not strict:
-                        report.equal_cutovers.append(tag)
-            if not wanted - self._done:
-                return
-            # The live job moved past what was read: read up to the head again.
-            _, high = self._offsets.bounds()
-            more = {p: (through.get(p, -1) + 1, end - 1) for p, end in high.items()}
-            self._total += sum(max(0, b - a + 1) for a, b in more.values())
-            if any(b >= a for a, b in more.values()):
-                self._replay(more)
-                through = {p: end - 1 for p, end in high.items()}
-            else:
-                time.sleep(0.05)
-            self._line()
+                if not (tail.at_end() or drained):
+                    continue
+                if first_try is None:
+                    first_try = time.monotonic()
+                strict = time.monotonic() - first_try < self._strict_for_s
+                if self._cut_over(report, tail.through(), strict=strict):
+                    return
+        finally:
+            tail.close()
+
+    def _cut_over(self, report: BackfillReport, through: dict[int, int], *, strict: bool) -> bool:
+        """Try every group not yet cut over; True when none is left."""
+        wanted = {
+            t
+            for t in tags(self._client, self._staging) | tags(self._client, self._live)
+            if self._plan.wants(t)
+        } - self._done
+        for tag in sorted(wanted):
+            answer = replace_group(
+                self._client,
+                self._staging,
+                self._live,
+                tag,
+                self._plan.topic,
+                through,
+                strict=strict,
+            )
+            if answer == FOREIGN:
+                raise ServiceError(
+                    f"the live boards of {tag!r} hold records of another topic than "
+                    f"{self._plan.topic!r}; replacing them would drop those: replay a "
+                    "bounded range instead (--from/--until moves only missing boards)"
+                )
+            if answer != BEHIND:
+                self._done.add(tag)
+                report.groups.append(tag)
+                if not strict:
+                    report.equal_cutovers.append(tag)
+        return not wanted - self._done
 
     def _line(self, force: bool = False) -> None:
         now = time.monotonic()

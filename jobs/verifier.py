@@ -130,6 +130,11 @@ class LogReader:
         self._config = kafka_config
         self._topic = topic
 
+    @property
+    def config(self) -> dict[str, str]:
+        """The Kafka client properties it reads with."""
+        return dict(self._config)
+
     def ends(self) -> dict[int, int]:
         """Each partition's end offset (the next offset to be written)."""
         consumer = self._consumer()
