@@ -194,6 +194,8 @@ class BackfillReport:
     records: int = 0
     groups: list[str] = field(default_factory=list)
     equal_cutovers: list[str] = field(default_factory=list)
+    #: Groups left alone: the live group holds records of another topic too.
+    other_topic: list[str] = field(default_factory=list)
     filled: dict[str, FillResult] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -206,6 +208,8 @@ class BackfillReport:
         }
         if self.equal_cutovers:
             out["cut_over_at_equal_watermarks"] = self.equal_cutovers
+        if self.other_topic:
+            out["left_alone_other_topic"] = self.other_topic
         if self.filled:
             out["boards_moved"] = {t: r.moved for t, r in self.filled.items() if r.moved}
             out["boards_kept_live"] = {t: r.kept for t, r in self.filled.items() if r.kept}
@@ -359,11 +363,10 @@ class Backfill:
                 strict=strict,
             )
             if answer == FOREIGN:
-                raise ServiceError(
-                    f"the live boards of {tag!r} hold records of another topic than "
-                    f"{self._plan.topic!r}; replacing them would drop those: replay a "
-                    "bounded range instead (--from/--until moves only missing boards)"
-                )
+                # Replacing it would drop another topic's effects: left alone, reported.
+                self._done.add(tag)
+                report.other_topic.append(tag)
+                continue
             if answer != BEHIND:
                 self._done.add(tag)
                 report.groups.append(tag)

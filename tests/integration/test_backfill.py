@@ -191,3 +191,47 @@ def test_dry_run_prints_the_plan_and_ctrl_c_drops_the_staging_keys(
     assert proc.wait(timeout=60) == 130, "".join(lines)
     _no_staging(redis_client, namespace)
     assert read_boards(redis_client, namespace) == live
+
+
+def test_another_topic_is_replayed_for_a_game_the_live_topic_does_not_carry(
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.integration.streams import generate, produce
+
+    live_stream = generate(seed=25, count=4000).records
+    live_records = [r for r in live_stream if r.event is None or r.event.game_id != "gday"]
+    produce(kafka_bootstrap, topic, live_records)
+    _, env = stream_and_env(kafka_bootstrap, topic, namespace, tmp_path, seed=1, count=0)
+    assert lb(["run", "--until-end"], env, timeout=300).returncode == 0
+    others = group_snapshot(redis_client, namespace, "gbest")
+    export = f"{topic}-export"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.create_topics([NewTopic(export, num_partitions=2)]).values():
+        future.result(timeout=30)
+    try:
+        tournament = [
+            r
+            for r in generate(seed=26, count=4000).records
+            if r.event is not None and r.event.game_id == "gday"
+        ]
+        produce(kafka_bootstrap, export, tournament)
+        report = _backfill(env, "--topic", export, "--game", "gday")
+        assert report["groups"] == 1
+    finally:
+        for future in admin.delete_topics([export]).values():
+            future.result(timeout=30)
+    expected, counts = oracle(tournament)
+    boards = read_boards(redis_client, namespace)
+    assert {k: v for k, v in boards.items() if k.startswith("gday:")} == expected
+    stats = {
+        k.decode(): int(v)
+        for k, v in redis_client.hgetall(f"{namespace}:{{gday}}:meta:stats").items()
+    }
+    assert stats.get("applied", 0) + stats.get("noop", 0) == counts["accepted"]
+    assert stats.get("duplicate", 0) == counts.get("duplicate", 0)
+    wm = redis_client.hgetall(f"{namespace}:{{gday}}:meta:wm")
+    assert {k.decode().rpartition("/")[0] for k in wm} == {export}
+    assert group_snapshot(redis_client, namespace, "gbest") == others
+    _no_staging(redis_client, namespace)
