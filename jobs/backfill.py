@@ -40,13 +40,14 @@ from domain.backfill_plan import (
     resolve_range,
 )
 from domain.errors import ServiceError
-from domain.planner import BoardPlanner, group_tag
-from domain.records import Accepted, CheckedBatch, RecordBatch, SourceRecord
+from domain.planner import BoardPlanner, WritePlan, group_tag
+from domain.records import Accepted, RecordBatch, SourceRecord
 from domain.validation import Validator
+from jobs.replay import apply_replayed
 from jobs.verifier import LogReader
 from sinks.cutover import BEHIND, FOREIGN, FillResult, fill_group, replace_group, tags
 from sinks.namespace_swap import drop_namespace
-from sinks.redis_boards import RedisBoardStore, refused_at
+from sinks.redis_boards import RedisBoardStore
 from sources.kafka_source import topic_partitions
 
 
@@ -287,22 +288,21 @@ class Backfill:
     def _apply(self, batch: RecordBatch) -> None:
         """The sink's write path, into the staging namespace, for the groups still to do."""
         self._records += len(batch.records)
-        checked = self._validator.check_batch(batch)
-        accepted = tuple(rec for rec in checked.accepted if self._keep(rec))
-        if not accepted:
-            return
-        checked = CheckedBatch(batch.topic, batch.partition, accepted, (), checked.last_offset)
-        lookups = self._planner.lookups(checked)
-        results = self._store.read(lookups)
-        self._planner.remember_registries(lookups, results)
-        plan = self._planner.plan(checked, results, lookups)
-        if self._plan.mode is Mode.FILL:
-            floor = int(self._now_s()) + self._keep_s
-            for write in plan.groups:
-                write.expire_at_s = expiry_floor(write.expire_at_s, floor)
-        if any(refused_at(answer) is not None for answer in self._store.apply(plan)):
-            raise ServiceError(f"another writer changed the staging namespace {self._staging!r}")
-        self._planner.commit(plan)
+        apply_replayed(
+            batch,
+            self._validator,
+            self._planner,
+            self._store,
+            self._keep,
+            self._staging,
+            self._keep_longer if self._plan.mode is Mode.FILL else None,
+        )
+
+    def _keep_longer(self, plan: WritePlan) -> None:
+        """Fill mode: windowed boards live at least ``keep_s`` from now."""
+        floor = int(self._now_s()) + self._keep_s
+        for write in plan.groups:
+            write.expire_at_s = expiry_floor(write.expire_at_s, floor)
 
     def _keep(self, rec: Accepted) -> bool:
         tag = group_tag(rec)
