@@ -43,7 +43,7 @@ from domain.errors import ServiceError
 from domain.planner import BoardPlanner, WritePlan, group_tag
 from domain.records import Accepted, RecordBatch, SourceRecord
 from domain.validation import Validator
-from jobs.replay import apply_replayed
+from jobs.replay import apply_replayed, apply_round
 from jobs.verifier import LogReader
 from sinks.cutover import BEHIND, FOREIGN, FillResult, fill_group, replace_group, tags
 from sinks.namespace_swap import drop_namespace
@@ -298,6 +298,11 @@ class Backfill:
             self._keep_longer if self._plan.mode is Mode.FILL else None,
         )
 
+    def _apply_round(self, batches: list[RecordBatch]) -> None:
+        """Batches of distinct partitions: one read and one write round trip."""
+        self._records += sum(len(batch.records) for batch in batches)
+        apply_round(batches, self._validator, self._planner, self._store, self._keep, self._staging)
+
     def _keep_longer(self, plan: WritePlan) -> None:
         """Fill mode: windowed boards live at least ``keep_s`` from now."""
         floor = int(self._now_s()) + self._keep_s
@@ -326,8 +331,7 @@ class Backfill:
         try:
             while True:
                 batches = tail.poll()
-                for batch in batches:
-                    self._apply(batch)
+                self._apply_round(batches)
                 self._line()
                 # At the head: every partition at its end, or past the plan with
                 # nothing more waiting than one poll took (a stream that never pauses).
