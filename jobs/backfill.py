@@ -45,7 +45,7 @@ from domain.records import Accepted, RecordBatch, SourceRecord
 from domain.validation import Validator
 from jobs.replay import apply_replayed, apply_round
 from jobs.verifier import LogReader
-from sinks.cutover import BEHIND, FOREIGN, FillResult, fill_group, replace_group, tags
+from sinks.cutover import FOREIGN, FillResult, Replaced, fill_group, replace_group, tags
 from sinks.namespace_swap import drop_namespace
 from sinks.redis_boards import RedisBoardStore
 from sources.kafka_source import topic_partitions
@@ -194,6 +194,9 @@ class BackfillReport:
     mode: str
     records: int = 0
     groups: list[str] = field(default_factory=list)
+    #: Groups cut over under the relaxed rules (after ``strict_for_s``).
+    relaxed: list[str] = field(default_factory=list)
+    #: Groups whose live job could not notice the cut-over (an idle partition).
     equal_cutovers: list[str] = field(default_factory=list)
     #: Groups left alone: the live group holds records of another topic too.
     other_topic: list[str] = field(default_factory=list)
@@ -207,6 +210,8 @@ class BackfillReport:
             "groups": len(self.groups),
             "seconds": round(self.seconds, 2),
         }
+        if self.relaxed:
+            out["cut_over_relaxed"] = self.relaxed
         if self.equal_cutovers:
             out["cut_over_at_equal_watermarks"] = self.equal_cutovers
         if self.other_topic:
@@ -319,12 +324,11 @@ class Backfill:
         """Replay to the planned ends, then tail the log and cut over group by group.
 
         One consumer reads on from where the plan starts, so a cut-over is
-        tried as soon as every partition is at its end, with ``through`` the
-        last offset read of each. A group whose live watermark is not strictly
-        below it (the live job was as quick) is tried again after the next
-        records; after ``strict_for_s`` of that (an idle partition, where the
-        live job sits at the same offset), it is cut over at equal watermarks
-        and reported.
+        tried as soon as the replay is at the head, with ``through`` the last
+        offset read of each partition (:func:`sinks.cutover.replace_group`).
+        A group the live job is as far as or further than is tried again after
+        the next records; after ``strict_for_s`` of that, the relaxed rules
+        apply (see :mod:`sinks.cutover`).
         """
         tail = Tail(self._log_config, self._plan.topic, self._plan.ranges)
         first_try: float | None = None
@@ -343,13 +347,13 @@ class Backfill:
                     continue
                 if first_try is None:
                     first_try = time.monotonic()
-                strict = time.monotonic() - first_try < self._strict_for_s
-                if self._cut_over(report, tail.through(), strict=strict):
+                relaxed = time.monotonic() - first_try >= self._strict_for_s
+                if self._cut_over(report, tail.through(), relaxed=relaxed):
                     return
         finally:
             tail.close()
 
-    def _cut_over(self, report: BackfillReport, through: dict[int, int], *, strict: bool) -> bool:
+    def _cut_over(self, report: BackfillReport, through: dict[int, int], *, relaxed: bool) -> bool:
         """Try every group not yet cut over; True when none is left."""
         wanted = {
             t
@@ -364,17 +368,18 @@ class Backfill:
                 tag,
                 self._plan.topic,
                 through,
-                strict=strict,
+                relaxed=relaxed,
             )
             if answer == FOREIGN:
                 # Replacing it would drop another topic's effects: left alone, reported.
                 self._done.add(tag)
                 report.other_topic.append(tag)
-                continue
-            if answer != BEHIND:
+            elif isinstance(answer, Replaced):
                 self._done.add(tag)
                 report.groups.append(tag)
-                if not strict:
+                if relaxed:
+                    report.relaxed.append(tag)
+                if answer.unnoticed:
                     report.equal_cutovers.append(tag)
         return not wanted - self._done
 

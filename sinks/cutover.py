@@ -6,22 +6,30 @@ old group or the new one, never a mix, and the live job sees the change as a
 whole the next time it writes the group.
 
 *Replace* (:data:`REPLACE_GROUP`): the staged group holds every record of the
-replayed topic up to ``through[p]`` for each partition ``p``. The call checks
-that the live group has applied nothing the replay has not (its watermark
-below ``through``; strictly below unless ``strict`` is off, see below), then
-renames every staged key over its live name, drops live projection keys the
-replay did not produce, and writes ``through`` as the group's watermarks.
-The live job's next write to the group finds a watermark it did not expect
-and heals (``sinks.redis_boards``): a batch at or below ``through`` is a no-op,
-a later one is re-planned from what Redis now holds and applies only records
-after ``through``. So nothing is lost or applied twice across the cut-over.
+replayed topic up to ``through[p]`` for each partition ``p``, and none of the
+group's records after its staged watermark ``low[p]`` (the last replayed batch
+with one of them ended there). So any ``w[p]`` in ``[low[p], through[p]]`` is a
+true watermark of the staged group. The call renames every staged key over its
+live name, drops live projection keys the replay did not produce, and writes,
+per partition, a ``w[p]`` chosen *different from the live watermark* ``v[p]``:
 
-*Strict* means the live watermark must be strictly below ``through``: then
-the stored watermark differs from every belief the live job can hold, so it
-notices the cut-over before it writes the group with a cached value (which
-matters when the replay used other rules than the live job had cached:
-a scoring fix, a new window). When a partition stays idle the live job may
-sit exactly at ``through``; after a while the caller cuts over non-strictly.
+* ``v < through``: ``w = through``. The live job's next write of the group is a
+  no-op (a batch up to ``through``; the sink then drops its cache) or refused
+  (a later one; it heals: re-plans from what Redis holds and applies only
+  records after ``w``).
+* ``v == through`` and ``low < through``: ``w = through - 1``. The live job
+  takes it for a loss and re-reads from ``through``, a record with nothing for
+  this group: nothing changes, but it has dropped its cache.
+* otherwise (the live job is as far or further) the call answers
+  :data:`BEHIND` and the replay reads on. After a while (``relaxed``):
+  ``v > through`` gives ``w = through``, which the live job takes for a loss and
+  heals (re-applying exactly the group's records after ``through``; readers see
+  the group as of ``through`` until then), and ``v == through == low`` gives
+  ``w = through``, the one case the live job cannot notice (reported).
+
+Why "different": a live job whose belief equals the stored watermark writes on
+with its cache, which matters when the replay used other rules than the cache
+was built with (a scoring fix, a new window).
 
 *Fill* (:data:`FILL_GROUP`): staged boards are moved in only where the live
 group has no such board; the registry learns the window; nothing else moves.
@@ -45,31 +53,42 @@ BEHIND = -1
 FOREIGN = -3
 
 REPLACE_GROUP = """
--- KEYS[1] live meta:wm, KEYS[2..n+1] staged keys, KEYS[n+2..2n+1] their live names,
--- then live projection keys to drop.
--- ARGV: n, strict (1/0), topic prefix ('<topic>/'), m, then m (field, through offset).
-local n = tonumber(ARGV[1]); local strict = ARGV[2] == '1'; local prefix = ARGV[3]
+-- KEYS[1] live meta:wm, KEYS[2] staged meta:wm, KEYS[3..n+2] staged keys,
+-- KEYS[n+3..2n+2] their live names, then live projection keys to drop.
+-- ARGV: n, relaxed (1/0), topic prefix ('<topic>/'), m, then m (field, through offset).
+-- Returns {moved keys, 1 if a watermark was left equal to the live one} or -1 / -3.
+local n = tonumber(ARGV[1]); local relaxed = ARGV[2] == '1'; local prefix = ARGV[3]
 local through = {}
 for j = 0, tonumber(ARGV[4]) - 1 do through[ARGV[5 + 2 * j]] = tonumber(ARGV[6 + 2 * j]) end
+local low = {}
+local staged = redis.call('HGETALL', KEYS[2])
+for j = 1, #staged, 2 do low[staged[j]] = tonumber(staged[j + 1]) end
 local live = redis.call('HGETALL', KEYS[1])
-local fields = {}
+local set = {}; local equal = 0
 for j = 1, #live, 2 do
   local f = live[j]; local v = tonumber(live[j + 1])
   if string.sub(f, 1, #prefix) ~= prefix then return -3 end
   local t = through[f]
-  if t == nil or v > t or (strict and v == t) then return -1 end
-  fields[f] = true
+  if t == nil then return -1 end
+  local l = low[f] or -1
+  if v < t then set[f] = t
+  elseif v == t and l < t then set[f] = t - 1
+  elseif not relaxed then return -1
+  else
+    set[f] = t
+    if v == t then equal = 1 end
+  end
+end
+for f, _ in pairs(low) do
+  if set[f] == nil and through[f] ~= nil then set[f] = through[f] end
 end
 for i = 1, n do
-  redis.call('UNLINK', KEYS[n + 1 + i])
-  redis.call('RENAME', KEYS[1 + i], KEYS[n + 1 + i])
+  redis.call('UNLINK', KEYS[n + 2 + i])
+  redis.call('RENAME', KEYS[2 + i], KEYS[n + 2 + i])
 end
-for i = 2 * n + 2, #KEYS do redis.call('UNLINK', KEYS[i]) end
-for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do fields[f] = true end
-for f, _ in pairs(fields) do
-  if through[f] ~= nil then redis.call('HSET', KEYS[1], f, through[f]) end
-end
-return n
+for i = 2 * n + 3, #KEYS do redis.call('UNLINK', KEYS[i]) end
+for f, w in pairs(set) do redis.call('HSET', KEYS[1], f, w) end
+return {n, equal}
 """
 
 FILL_GROUP = """
@@ -130,6 +149,14 @@ def tags(client: Any, namespace: str) -> set[str]:
     return out
 
 
+@dataclass(frozen=True)
+class Replaced:
+    """A group cut over: keys moved, and whether a watermark stayed equal to the live one."""
+
+    keys: int
+    unnoticed: bool
+
+
 def replace_group(
     client: Any,
     staging: str,
@@ -138,23 +165,32 @@ def replace_group(
     topic: str,
     through: Mapping[int, int],
     *,
-    strict: bool,
-) -> int:
+    relaxed: bool,
+) -> Replaced | int:
     """Swap one staged group over the live one (see the module docstring).
 
-    Returns the number of keys moved, :data:`BEHIND` or :data:`FOREIGN`.
+    Returns what was done, or :data:`BEHIND` / :data:`FOREIGN`.
     """
     staged = group_keys(client, staging, tag)
     targets = [live + key[len(staging) :] for key in staged]
     stale = sorted(set(group_keys(client, live, tag)) - set(targets))
-    args: list[Any] = [len(staged), 1 if strict else 0, f"{topic}/", len(through)]
+    args: list[Any] = [len(staged), 1 if relaxed else 0, f"{topic}/", len(through)]
     for partition, offset in sorted(through.items()):
         args += [f"{topic}/{partition}", offset]
-    keys = [GroupKeys(live, tag).watermarks, *staged, *targets, *stale]
+    keys = [
+        GroupKeys(live, tag).watermarks,
+        GroupKeys(staging, tag).watermarks,
+        *staged,
+        *targets,
+        *stale,
+    ]
     try:
-        return int(client.eval(REPLACE_GROUP, len(keys), *keys, *args))
+        answer = client.eval(REPLACE_GROUP, len(keys), *keys, *args)
     except redis.RedisError as exc:
         raise ServiceError(f"cutting over the board group {tag!r} failed: {exc}") from exc
+    if isinstance(answer, list):
+        return Replaced(keys=int(answer[0]), unnoticed=bool(int(answer[1])))
+    return int(answer)
 
 
 def fill_group(
