@@ -149,8 +149,9 @@ def add_common_flags(parser: argparse.ArgumentParser, *, dry_run: bool = True) -
         type=float,
         default=5.0,
         metavar="S",
-        help="seconds to wait for the live job to be behind the replay on every partition "
-        "before cutting a group over at equal watermarks (default 5)",
+        help="seconds to wait at the live head for a cut-over the live job notices at once; "
+        "then a group is cut over behind the live job, or at equal watermarks on an idle "
+        "partition (default 5)",
     )
 
 
