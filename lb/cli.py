@@ -28,7 +28,6 @@ COMMANDS: tuple[str, ...] = (
     "produce",
     "run",
     "rebuild",
-    "backfill",
     "verify",
     "dlq",
     "read",
