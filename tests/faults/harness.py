@@ -241,7 +241,10 @@ def assert_exactly_once(
 ) -> None:
     """Conservation (in = applied + noop + duplicate + dead) and boards equal the oracle."""
     expected, counts = oracle(records)
-    assert set(boards) == set(expected), context
+    assert set(boards) == set(expected), (
+        f"missing {sorted(set(expected) - set(boards))[:10]} "
+        f"extra {sorted(set(boards) - set(expected))[:10]} {context}"
+    )
     for key in expected:
         assert boards[key] == expected[key], f"{key} {context}"
     assert len(letters) == len(set(letters)), f"a dead letter was written twice {context}"
