@@ -44,6 +44,7 @@ FULL: dict[str, list[list[str]]] = {
     ],
     "reads": [[]],
     "rebuild": [[]],
+    "backfill": [[]],
 }
 QUICK: dict[str, list[list[str]]] = {
     "ingest": [
@@ -82,6 +83,7 @@ QUICK: dict[str, list[list[str]]] = {
     ],
     "reads": [["--players", "20000", "100000", "--calls", "200"]],
     "rebuild": [["--players", "20000", "100000"]],
+    "backfill": [["--players", "20000", "--baseline-s", "5"]],
 }
 
 
@@ -112,7 +114,7 @@ def _save(out: Path, run: dict[str, Any], results: dict[str, list[dict[str, Any]
 
 def _render_sections(results: dict[str, list[dict[str, Any]]], doc: Path) -> None:
     """Every benchmark's own section again, from its saved summary."""
-    from bench import freshness, ingest, reads, rebuild
+    from bench import backfill, freshness, ingest, reads, rebuild
 
     for summary in results.get("ingest", []):
         workload = summary["args"].get("workload", "zipf")
@@ -123,6 +125,8 @@ def _render_sections(results: dict[str, list[dict[str, Any]]], doc: Path) -> Non
         write_section(reads.SECTION, reads.markdown(summary), doc)
     for summary in results.get("rebuild", []):
         write_section(rebuild.SECTION, rebuild.markdown(summary), doc)
+    for summary in results.get("backfill", []):
+        write_section(backfill.SECTION, backfill.markdown(summary), doc)
 
 
 def _summarise(

@@ -10,7 +10,7 @@ For each player count N:
    (``p00000000`` ...; game ``g1`` with the built-in all-time, weekly and daily
    boards; log-normal scores; event times spread over the hour before the
    start), so every board ends with N members.
-2. For each ``--processes`` count, runs ``python -m lb.cli rebuild`` (replay from
+2. For each ``--processes`` count, runs ``python -m lb.cli rebuild --offline`` (replay from
    the earliest offsets into a staging namespace, then the atomic swap) into a
    fresh namespace, and times it from process start to exit. The job's resident
    memory (all its processes) is sampled every 0.2 s; the peak is reported.
@@ -102,7 +102,7 @@ def _rebuild(
 ) -> dict[str, Any]:
     namespace = scratch.namespace(f"{scratch.prefix}-{label}")
     scratch.namespace(staging_namespace(namespace))
-    flags = [] if processes <= 1 else ["--processes", str(processes)]
+    flags = ["--offline"] + ([] if processes <= 1 else ["--processes", str(processes)])
     env = job_env(settings, topic, f"{topic}.dlq", namespace, scratch.state_dir / label)
     job = Job(flags, env, scratch.state_dir / f"{label}.log", command="rebuild")
     scratch.jobs.append(job)
@@ -244,7 +244,8 @@ Command: `{summary["command"]}`
 Machine: {machine_line(summary["machine"])}
 
 Input: one signed record per player (game `g1`: all-time, weekly and daily boards, so
-3 board entries per player), {PARTITIONS} partitions. `lb rebuild` replays the topic
+3 board entries per player), {PARTITIONS} partitions. `lb rebuild --offline` (Bytewax
+processes, no live job; `bench.backfill` times the default beside one) replays the topic
 from the earliest offsets into a staging namespace and swaps it in; time is process
 start to exit (start-up, replay, swap). Peak RSS sums every process of the job.
 

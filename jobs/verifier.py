@@ -36,10 +36,11 @@ from domain.errors import ServiceError
 from domain.healing import PROGRESS_FIELD
 from domain.keys import GroupKeys, progress_key, tag_of
 from domain.planner import BoardPlanner, group_tag
-from domain.records import Accepted, CheckedBatch, RecordBatch, SourceRecord
+from domain.records import Accepted, RecordBatch, SourceRecord
 from domain.validation import Validator
+from jobs.replay import apply_replayed
 from sinks.namespace_swap import drop_namespace
-from sinks.redis_boards import RedisBoardStore, refused_at
+from sinks.redis_boards import RedisBoardStore
 from sources.kafka_source import topic_partitions
 
 #: Members per ZSCAN/ZMSCORE chunk (first pass) and per atomic re-read (second pass).
@@ -129,6 +130,11 @@ class LogReader:
     def __init__(self, kafka_config: dict[str, str], topic: str) -> None:
         self._config = kafka_config
         self._topic = topic
+
+    @property
+    def config(self) -> dict[str, str]:
+        """The Kafka client properties it reads with."""
+        return dict(self._config)
 
     def ends(self) -> dict[int, int]:
         """Each partition's end offset (the next offset to be written)."""
@@ -313,18 +319,14 @@ class Verifier:
     def _apply(self, batch: RecordBatch, keep: Callable[[Accepted, int], bool]) -> None:
         """The sink's write path, into the scratch namespace."""
         self._records += len(batch.records)
-        checked = self._validator.check_batch(batch)
-        accepted = tuple(rec for rec in checked.accepted if keep(rec, batch.partition))
-        if not accepted:
-            return
-        checked = CheckedBatch(batch.topic, batch.partition, accepted, (), checked.last_offset)
-        lookups = self._planner.lookups(checked)
-        results = self._store.read(lookups)
-        self._planner.remember_registries(lookups, results)
-        plan = self._planner.plan(checked, results, lookups)
-        if any(refused_at(answer) is not None for answer in self._store.apply(plan)):
-            raise ServiceError(f"another writer changed the scratch namespace {self.scratch!r}")
-        self._planner.commit(plan)
+        apply_replayed(
+            batch,
+            self._validator,
+            self._planner,
+            self._store,
+            lambda rec: keep(rec, batch.partition),
+            self.scratch,
+        )
 
     def _extend(self, tag: str, upto: dict[int, int]) -> None:
         """Replay ``tag``'s records of each partition up to ``upto`` (from its current cut)."""

@@ -28,6 +28,7 @@ COMMANDS: tuple[str, ...] = (
     "produce",
     "run",
     "rebuild",
+    "backfill",
     "verify",
     "dlq",
     "read",

@@ -605,7 +605,9 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
             pending = later
 
     def _settle(self, answers: list[int] | None) -> bool:
-        """Take the answers to the writes sent last; True when Redis refused some (healed).
+        """Take the answers to the writes sent last; True when the round must be planned again.
+
+        That is when Redis refused some (healed) or already had some (superseded).
 
         An applied batch is acknowledged (its offset may enter the progress
         hash); a refused one means Redis lost writes (see :meth:`_write`).
@@ -617,21 +619,30 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
         replies = iter(answers)
         refused: dict[tuple[str, str], int] = {}
         restart: dict[str, int] = {}
+        superseded = False
         for batch, plan in inflight:
             lost = False
             for write in plan.groups:
-                if refused_at(next(replies)) is not None:
+                answer = next(replies)
+                if refused_at(answer) is not None:
                     lost = True
                     refused[(write.keys.watermarks, write.watermark[0])] = write.expected
+                superseded = superseded or answer == 0
             if lost:
                 restart[watermark_field(batch.topic, batch.partition)] = batch.first_offset
             else:
                 self._acknowledge(batch, plan)
                 outcomes.add_applied(batch, plan)
-        if not refused:
-            return False
-        self._heal_refused(refused, restart)
-        return True
+        if refused:
+            self._heal_refused(refused, restart)
+            return True
+        if superseded:
+            # Redis already had a batch: a retried write, or a backfill cut the
+            # group over (sinks/cutover.py). Its values may not be this plan's:
+            # forget the cache and plan the round again from what Redis holds.
+            self._planner.forget({})
+            return True
+        return False
 
     def close(self) -> None:
         """Settle the writes in flight and leave the progress hashes current for the next start."""

@@ -1,13 +1,17 @@
-"""``lb rebuild``: replay the topic from its earliest offsets into fresh keys, then swap.
+"""``lb rebuild``: replay the whole log into fresh keys and swap them in, beside ``lb run``.
 
-Steps: drop any leftover staging namespace (``<LB_NAMESPACE>~rebuild``); run
-the same dataflow with ``until_end=True`` into that namespace, with no recovery
-store (a rebuild always starts from the beginning) and without writing dead
-letters (the live job already did); then swap each board group atomically
-over the live keys (:mod:`sinks.namespace_swap`). Stop the live job first: a
-job still writing the live keys during the swap would lose its writes since
-the rebuild's end offsets. Restarted afterwards, it resumes from its recovery
-store and skips what the rebuild already applied (offset watermarks).
+The default needs no stop: every game is replayed from the start of the log
+into a staging namespace (``<LB_NAMESPACE>~rebuild``), the replay catches up
+with the live head, and each board group is cut over atomically with its
+watermarks (:mod:`jobs.backfill`, the same mechanism as ``lb backfill``). The
+running job notices the new watermarks and carries on from them: no update is
+lost or applied twice, and a reader sees the old group or the new one.
+
+``--offline`` keeps the old way: stop ``lb run`` first; the replay runs as
+Bytewax processes (``--processes``/``--workers``) up to the end offsets seen
+at its start, without a recovery store and without writing dead letters, then
+every group is swapped (:mod:`sinks.namespace_swap`). Restarted afterwards,
+the job resumes from its recovery store and skips what the rebuild applied.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ import time
 
 from config.clients import redis_client
 from config.settings import Settings
+from domain.backfill_plan import staging_namespace as _staging
+from domain.errors import ConfigError
+from lb.commands.backfill import add_common_flags, run_backfill
 from lb.commands.run import add_scaling_flags, launch
 from lb.progress_bar import Bar
 from sinks.namespace_swap import drop_namespace, swap_namespace
@@ -29,7 +36,7 @@ FLOW_ID = "rebuild"
 
 def staging_namespace(live: str) -> str:
     """Where a rebuild writes before the swap."""
-    return f"{live}~rebuild"
+    return _staging(live, "rebuild")
 
 
 def _records_in_topic(settings: Settings) -> int:
@@ -71,7 +78,7 @@ def _show_progress(bar: Bar, settings: Settings, staging: str) -> None:
         bar.advance_to(max(0, total - lag), f"lag {lag:,}")
 
 
-def _rebuild(args: argparse.Namespace) -> int:
+def _offline(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     staging = staging_namespace(settings.namespace)
     args.no_recovery = True
@@ -111,13 +118,40 @@ def _rebuild(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rebuild(args: argparse.Namespace) -> int:
+    if args.offline:
+        return _offline(args)
+    if args.processes != 1 or args.workers != 1:
+        raise ConfigError("--processes/--workers apply to --offline only (stop lb run first)")
+    settings = Settings.from_env()
+    return run_backfill(
+        settings,
+        topic=settings.topic,
+        games=(),
+        start=None,
+        until=None,
+        dry_run=args.dry_run,
+        quiet=args.quiet,
+        keep_hours=24.0,
+        strict_for_s=args.strict_for,
+        kind="rebuild",
+        key=(),
+    )
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``lb rebuild``."""
     rebuild = subparsers.add_parser(
         "rebuild",
-        help="replay Kafka into fresh keys and swap them in atomically (stop lb run first)",
+        help="replay Kafka into fresh keys and cut them over atomically, beside lb run",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_scaling_flags(rebuild)
+    add_scaling_flags(rebuild)  # brings --dry-run: the commands (--offline) or the plan
+    rebuild.add_argument(
+        "--offline",
+        action="store_true",
+        help="the old way: Bytewax processes, swap at the end; stop lb run first",
+    )
+    add_common_flags(rebuild, dry_run=False)
     rebuild.set_defaults(handler=_rebuild)

@@ -69,6 +69,13 @@ MISTAKES: list[tuple[str, list[str], dict[str, str], str]] = [
     ("topk-every", ["topk", "run", "--every", "0"], {}, "--every"),
     ("archive-margin", ["archive", "run", "--once", "--margin", "-1"], {}, "--margin"),
     ("unknown-command", ["tpo", "g1"], {}, "tpo"),
+    ("backfill-from", ["backfill", "--from", "yesterday"], {}, "--from"),
+    ("backfill-until", ["backfill", "--until", "0:5,0:6"], {}, "--until"),
+    ("backfill-game", ["backfill", "--game", "g9"], {"LB_GAMES": "{tmp}/g1.toml"}, "g9"),
+    ("backfill-window", ["backfill", "--window", "alltime"], {}, "--window"),
+    ("backfill-redis-down", ["backfill"], {"LB_REDIS_URL": f"redis://{NOWHERE}/0"}, "LB_REDIS"),
+    ("backfill-no-topic", ["backfill", "--topic", "absent-{uid}"], {}, "absent-"),
+    ("rebuild-workers", ["rebuild", "--workers", "2"], {}, "--offline"),
 ]
 CLUSTER_MISTAKES: list[tuple[str, list[str], dict[str, str], str]] = [
     ("run-cluster-url", ["run"], {"LB_REDIS_URL": CLUSTER_NODE}, "LB_REDIS_CLUSTER=1"),
@@ -198,7 +205,7 @@ def test_dry_run_touches_nothing(tmp_path: Path) -> None:
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 2 and all("flows.scoreboard:build()" in line for line in lines)
     assert not (tmp_path / "state").exists()
-    rebuild = lb(["rebuild", "--dry-run"], env, timeout=60)
+    rebuild = lb(["rebuild", "--offline", "--dry-run"], env, timeout=60)
     assert rebuild.returncode == 0, rebuild.stderr
     # The printed command pastes into a shell as is: no nested single quotes.
     assert """'flows.scoreboard:build(until_end=True, namespace="tmistakes~rebuild", """ in (

@@ -273,7 +273,7 @@ def scratch(services: dict[str, Any], tmp_path: Path) -> Iterator[tuple[Path, di
     import redis
 
     client = redis.Redis.from_url(base.redis_url.reveal())
-    for pattern in (f"{env['LB_NAMESPACE']}:*", f"{env['LB_NAMESPACE']}~rebuild:*"):
+    for pattern in (f"{env['LB_NAMESPACE']}:*", f"{env['LB_NAMESPACE']}~*:*"):
         for key in client.scan_iter(match=pattern, count=1000):
             client.delete(key)
     client.close()

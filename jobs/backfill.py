@@ -1,0 +1,392 @@
+"""``lb backfill`` / ``lb rebuild``: replay part of the log beside the live job, then cut over.
+
+The replay uses the streaming job's own code path (the validator, the
+planner, the board store and its Lua write) into a staging namespace, so a
+staged group is exactly what the live job would have built from the same
+records. Then (:mod:`domain.backfill_plan` explains the two modes):
+
+* replace: the replay keeps reading until it is at the live head, and cuts
+  each group over atomically with its watermarks set to the last offset read
+  (:func:`sinks.cutover.replace_group`); a group the live job has moved past
+  is retried after reading further. Groups already cut over are no longer
+  replayed. The live job notices the new watermarks and carries on from them.
+* fill: after the range, each staged board the live group lacks is moved in
+  (:func:`sinks.cutover.fill_group`).
+
+Dead letters are not written (the live job wrote them when it read the
+records). The staging namespace is dropped at the start (what a killed run
+left) and at the end, also on Ctrl-C or SIGTERM: a group is either cut over
+whole or its live keys were never touched.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from domain.backfill_plan import (
+    BackfillPlan,
+    Bound,
+    Mode,
+    expiry_floor,
+    mode_of,
+    progress_line,
+    resolve_range,
+)
+from domain.errors import ServiceError
+from domain.planner import BoardPlanner, WritePlan, group_tag
+from domain.records import Accepted, RecordBatch, SourceRecord
+from domain.validation import Validator
+from jobs.replay import apply_replayed, apply_round
+from jobs.verifier import LogReader
+from sinks.cutover import FOREIGN, FillResult, Replaced, fill_group, replace_group, tags
+from sinks.namespace_swap import drop_namespace
+from sinks.redis_boards import RedisBoardStore
+from sources.kafka_source import topic_partitions
+
+
+class KafkaOffsets:
+    """The partitions' offset bounds, and Kafka's offsets-for-times."""
+
+    def __init__(self, kafka_config: Mapping[str, str], topic: str) -> None:
+        self._config = dict(kafka_config)
+        self._topic = topic
+
+    def _consumer(self) -> Consumer:
+        return Consumer(
+            {
+                **self._config,
+                "group.id": f"lb-backfill-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "log_level": 3,
+            }
+        )
+
+    def bounds(self) -> tuple[dict[int, int], dict[int, int]]:
+        """Each partition's earliest and end offsets, now."""
+        partitions = topic_partitions(self._config, self._topic)
+        consumer = self._consumer()
+        try:
+            low: dict[int, int] = {}
+            high: dict[int, int] = {}
+            for p in partitions:
+                low[p], high[p] = consumer.get_watermark_offsets(
+                    TopicPartition(self._topic, p), timeout=30
+                )
+            return low, high
+        except KafkaException as exc:
+            raise ServiceError(f"cannot read the offsets of {self._topic!r}: {exc}") from exc
+        finally:
+            consumer.close()
+
+    def at(self, bound: Bound, high: Mapping[int, int]) -> dict[int, int]:
+        """Offsets of a bound: the user's, or the first record at or after its time."""
+        if bound.at_ms is None:
+            return dict(bound.offsets)
+        at_ms = bound.at_ms
+        consumer = self._consumer()
+        try:
+            found = consumer.offsets_for_times(
+                [TopicPartition(self._topic, p, at_ms) for p in high], timeout=30
+            )
+        except KafkaException as exc:
+            raise ServiceError(
+                f"Kafka's offsets-for-times failed on {self._topic!r}: {exc}"
+            ) from exc
+        finally:
+            consumer.close()
+        # -1: no record at or after that time, so the bound is the partition's end.
+        return {tp.partition: tp.offset if tp.offset >= 0 else high[tp.partition] for tp in found}
+
+
+class Tail:
+    """One consumer reading every partition from the plan's start, on past its end.
+
+    ``through()`` is, per partition, the last offset read (everything up to it
+    was read, in order); ``at_end()`` says every partition was at its end when
+    last polled (Kafka's partition EOF, or nothing left in the planned range).
+    """
+
+    def __init__(
+        self, kafka_config: Mapping[str, str], topic: str, ranges: Mapping[int, tuple[int, int]]
+    ) -> None:
+        self._topic = topic
+        self._last = {p: first - 1 for p, (first, _) in ranges.items()}
+        # A partition whose planned range is empty and already at its end needs no EOF.
+        self._eof = {p for p, (first, end) in ranges.items() if first >= end}
+        self._consumer = Consumer(
+            {
+                **kafka_config,
+                "group.id": f"lb-backfill-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "log_level": 3,
+            }
+        )
+        self._consumer.assign([TopicPartition(topic, p, first) for p, (first, _) in ranges.items()])
+
+    #: Records per poll at most.
+    BATCH_MAX = 5_000
+
+    def poll(self, timeout_s: float = 0.05) -> list[RecordBatch]:
+        """What is there now, as one batch per partition."""
+        buffers: dict[int, list[SourceRecord]] = {}
+        for msg in self._consumer.consume(num_messages=self.BATCH_MAX, timeout=timeout_s):
+            err = msg.error()
+            p = msg.partition() or 0
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    self._eof.add(p)
+                    continue
+                raise ServiceError(f"Kafka error on {self._topic}[{p}]: {err}")
+            offset = msg.offset() or 0
+            self._eof.discard(p)
+            self._last[p] = offset
+            buffers.setdefault(p, []).append(
+                SourceRecord(offset, msg.timestamp()[1], msg.key(), msg.value())
+            )
+        return [RecordBatch(self._topic, p, tuple(recs)) for p, recs in buffers.items()]
+
+    def past(self, ranges: Mapping[int, tuple[int, int]]) -> bool:
+        """Whether every partition was read up to its planned end."""
+        return all(self._last.get(p, -1) >= end - 1 for p, (_, end) in ranges.items())
+
+    def at_end(self) -> bool:
+        return self._eof >= set(self._last)
+
+    def through(self) -> dict[int, int]:
+        return dict(self._last)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def make_plan(
+    offsets: KafkaOffsets,
+    topic: str,
+    games: tuple[str, ...],
+    start: Bound | None,
+    until: Bound | None,
+    windows: tuple[str, ...] = (),
+) -> BackfillPlan:
+    """Resolve the options against the topic's offsets now."""
+    low, high = offsets.bounds()
+    mode = mode_of(start, until)
+    ranges = resolve_range(
+        low,
+        high,
+        None if start is None else offsets.at(start, high),
+        None if until is None else offsets.at(until, high),
+    )
+    return BackfillPlan(topic, games, mode, ranges, follow=mode is Mode.REPLACE, windows=windows)
+
+
+@dataclass
+class BackfillReport:
+    """What a run did (printed as JSON by the commands)."""
+
+    mode: str
+    records: int = 0
+    groups: list[str] = field(default_factory=list)
+    #: Groups cut over under the relaxed rules (after ``strict_for_s``).
+    relaxed: list[str] = field(default_factory=list)
+    #: Groups whose live job could not notice the cut-over (an idle partition).
+    equal_cutovers: list[str] = field(default_factory=list)
+    #: Groups left alone: the live group holds records of another topic too.
+    other_topic: list[str] = field(default_factory=list)
+    filled: dict[str, FillResult] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "mode": self.mode,
+            "records_replayed": self.records,
+            "groups": len(self.groups),
+            "seconds": round(self.seconds, 2),
+        }
+        if self.relaxed:
+            out["cut_over_relaxed"] = self.relaxed
+        if self.equal_cutovers:
+            out["cut_over_at_equal_watermarks"] = self.equal_cutovers
+        if self.other_topic:
+            out["left_alone_other_topic"] = self.other_topic
+        if self.filled:
+            out["boards_moved"] = {t: r.moved for t, r in self.filled.items() if r.moved}
+            out["boards_kept_live"] = {t: r.kept for t, r in self.filled.items() if r.kept}
+        return out
+
+
+class Backfill:
+    """One run of a :class:`BackfillPlan` (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: Any,
+        log: LogReader,
+        offsets: KafkaOffsets,
+        validator: Validator,
+        plan: BackfillPlan,
+        *,
+        live: str,
+        staging: str,
+        dedupe_horizon_ms: int,
+        cache_players: int,
+        now_s: Callable[[], float],
+        keep_s: int = 86_400,
+        strict_for_s: float = 5.0,
+        progress: TextIO | None = sys.stderr,
+        what: str = "lb backfill",
+    ) -> None:
+        self._client = client
+        self._log = log
+        self._log_config = log.config
+        self._offsets = offsets
+        self._validator = validator
+        self._plan = plan
+        self._live = live
+        self._staging = staging
+        self._store = RedisBoardStore(client)
+        self._planner = BoardPlanner(staging, dedupe_horizon_ms, cache_players)
+        self._now_s = now_s
+        self._keep_s = keep_s
+        self._strict_for_s = strict_for_s
+        self._out = progress
+        self._what = what
+        self._done: set[str] = set()
+        self._records = 0
+        self._total = plan.records
+        self._started = time.monotonic()
+        self._last_line = 0.0
+
+    def run(self) -> BackfillReport:
+        """Replay, cut over; the staging namespace is dropped whatever happens."""
+        report = BackfillReport(mode=str(self._plan.mode))
+        drop_namespace(self._client, self._staging)
+        try:
+            if self._plan.mode is Mode.FILL:
+                ranges = {p: (a, end - 1) for p, (a, end) in self._plan.ranges.items()}
+                for batch in self._log.read(ranges):
+                    self._apply(batch)
+                    self._line()
+                for tag in sorted(tags(self._client, self._staging)):
+                    report.filled[tag] = fill_group(
+                        self._client, self._staging, self._live, tag, self._plan.windows
+                    )
+                    report.groups.append(tag)
+            else:
+                self._follow_and_replace(report)
+            self._line(force=True)
+        finally:
+            drop_namespace(self._client, self._staging)
+        report.records = self._records
+        report.seconds = time.monotonic() - self._started
+        return report
+
+    # -- replaying ---------------------------------------------------------------------
+
+    def _apply(self, batch: RecordBatch) -> None:
+        """The sink's write path, into the staging namespace, for the groups still to do."""
+        self._records += len(batch.records)
+        apply_replayed(
+            batch,
+            self._validator,
+            self._planner,
+            self._store,
+            self._keep,
+            self._staging,
+            self._keep_longer if self._plan.mode is Mode.FILL else None,
+        )
+
+    def _apply_round(self, batches: list[RecordBatch]) -> None:
+        """Batches of distinct partitions: one read and one write round trip."""
+        self._records += sum(len(batch.records) for batch in batches)
+        apply_round(batches, self._validator, self._planner, self._store, self._keep, self._staging)
+
+    def _keep_longer(self, plan: WritePlan) -> None:
+        """Fill mode: windowed boards live at least ``keep_s`` from now."""
+        floor = int(self._now_s()) + self._keep_s
+        for write in plan.groups:
+            write.expire_at_s = expiry_floor(write.expire_at_s, floor)
+
+    def _keep(self, rec: Accepted) -> bool:
+        tag = group_tag(rec)
+        return self._plan.wants(tag) and tag not in self._done
+
+    # -- replace: catch up with the live head, cut over group by group -----------------
+
+    def _follow_and_replace(self, report: BackfillReport) -> None:
+        """Replay to the planned ends, then tail the log and cut over group by group.
+
+        One consumer reads on from where the plan starts, so a cut-over is
+        tried as soon as the replay is at the head, with ``through`` the last
+        offset read of each partition (:func:`sinks.cutover.replace_group`).
+        A group the live job is as far as or further than is tried again after
+        the next records; after ``strict_for_s`` of that, the relaxed rules
+        apply (see :mod:`sinks.cutover`).
+        """
+        tail = Tail(self._log_config, self._plan.topic, self._plan.ranges)
+        first_try: float | None = None
+        try:
+            while True:
+                batches = tail.poll()
+                self._apply_round(batches)
+                self._line()
+                # At the head: every partition at its end, or past the plan with
+                # nothing more waiting than one poll took (a stream that never pauses).
+                drained = (
+                    tail.past(self._plan.ranges)
+                    and sum(len(b.records) for b in batches) < Tail.BATCH_MAX
+                )
+                if not (tail.at_end() or drained):
+                    continue
+                if first_try is None:
+                    first_try = time.monotonic()
+                relaxed = time.monotonic() - first_try >= self._strict_for_s
+                if self._cut_over(report, tail.through(), relaxed=relaxed):
+                    return
+        finally:
+            tail.close()
+
+    def _cut_over(self, report: BackfillReport, through: dict[int, int], *, relaxed: bool) -> bool:
+        """Try every group not yet cut over; True when none is left."""
+        wanted = {
+            t
+            for t in tags(self._client, self._staging) | tags(self._client, self._live)
+            if self._plan.wants(t)
+        } - self._done
+        for tag in sorted(wanted):
+            answer = replace_group(
+                self._client,
+                self._staging,
+                self._live,
+                tag,
+                self._plan.topic,
+                through,
+                relaxed=relaxed,
+            )
+            if answer == FOREIGN:
+                # Replacing it would drop another topic's effects: left alone, reported.
+                self._done.add(tag)
+                report.other_topic.append(tag)
+            elif isinstance(answer, Replaced):
+                self._done.add(tag)
+                report.groups.append(tag)
+                if relaxed:
+                    report.relaxed.append(tag)
+                if answer.unnoticed:
+                    report.equal_cutovers.append(tag)
+        return not wanted - self._done
+
+    def _line(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if self._out is None or (not force and now - self._last_line < 1.0):
+            return
+        self._last_line = now
+        line = progress_line(self._what, self._records, self._total, now - self._started)
+        print(line, file=self._out, flush=True)

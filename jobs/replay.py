@@ -1,0 +1,75 @@
+"""The board sink's write path for a replay: one batch, into a namespace only the replay writes.
+
+``lb verify`` (a scratch namespace) and ``lb backfill``/``lb rebuild`` (a
+staging namespace) replay the log with the streaming job's own validator,
+planner and Lua write, so what they build is what the job would have built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from domain.errors import ServiceError
+from domain.planner import BoardPlanner, WritePlan
+from domain.records import Accepted, CheckedBatch, RecordBatch
+from domain.validation import Validator
+from sinks.redis_boards import RedisBoardStore, refused_at
+
+
+def apply_replayed(
+    batch: RecordBatch,
+    validator: Validator,
+    planner: BoardPlanner,
+    store: RedisBoardStore,
+    keep: Callable[[Accepted], bool],
+    namespace: str,
+    adjust: Callable[[WritePlan], None] | None = None,
+) -> None:
+    """One batch: see :func:`apply_round`."""
+    apply_round([batch], validator, planner, store, keep, namespace, adjust)
+
+
+def apply_round(
+    batches: Sequence[RecordBatch],
+    validator: Validator,
+    planner: BoardPlanner,
+    store: RedisBoardStore,
+    keep: Callable[[Accepted], bool],
+    namespace: str,
+    adjust: Callable[[WritePlan], None] | None = None,
+) -> None:
+    """Validate, keep what ``keep`` wants, plan, (``adjust``,) write and commit.
+
+    ``batches`` are of distinct partitions (distinct players and watermark
+    fields), so, as in the board sink, they share one read and one write
+    round trip. Dead letters are dropped: the live job wrote them when it read
+    the records; so are the live pushes (the change stream): nobody subscribes
+    to a replay. Nobody else writes ``namespace``, so a refused write is a bug
+    or a second replay into the same namespace, never a reason to heal.
+    """
+    checked: list[CheckedBatch] = []
+    for batch in batches:
+        valid = validator.check_batch(batch)
+        accepted = tuple(rec for rec in valid.accepted if keep(rec))
+        if accepted:
+            checked.append(
+                CheckedBatch(batch.topic, batch.partition, accepted, (), valid.last_offset)
+            )
+    if not checked:
+        return
+    lookups = [planner.lookups(one) for one in checked]
+    results = store.read_many(lookups)
+    plans: list[WritePlan] = []
+    for one, need, got in zip(checked, lookups, results, strict=True):
+        planner.remember_registries(need, got)
+        plan = planner.plan(one, got, need)
+        for write in plan.groups:
+            # Nobody reads a replay's change stream: spare Redis a ZREVRANK and JSON per change.
+            write.changes = []
+        if adjust is not None:
+            adjust(plan)
+        plans.append(plan)
+    if any(refused_at(answer) is not None for answer in store.apply_many(plans)):
+        raise ServiceError(f"another writer changed the namespace {namespace!r}")
+    for plan in plans:
+        planner.commit(plan)

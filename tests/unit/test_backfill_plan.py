@@ -1,0 +1,94 @@
+"""The pure half of ``lb backfill``: options, ranges, modes, names and the progress line."""
+
+from __future__ import annotations
+
+import pytest
+
+from domain.backfill_plan import (
+    BackfillPlan,
+    Bound,
+    Mode,
+    expiry_floor,
+    mode_of,
+    parse_bound,
+    progress_line,
+    resolve_range,
+    staging_namespace,
+)
+from domain.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-05-04T00:00:00Z", Bound(at_ms=1_777_852_800_000)),
+        ("2026-05-04", Bound(at_ms=1_777_852_800_000)),
+        ("2026-05-04T02:00:00+02:00", Bound(at_ms=1_777_852_800_000)),
+        ("0:1200,1:900", Bound(offsets={0: 1200, 1: 900})),
+        (" 3:0 ", Bound(offsets={3: 0})),
+    ],
+)
+def test_bounds_parse(text: str, expected: Bound) -> None:
+    assert parse_bound(text, "--from") == expected
+
+
+@pytest.mark.parametrize("text", ["", "yesterday", "0:12,0:13", "a:1", "1:-2", "0:", "12"])
+def test_bad_bounds_name_the_option(text: str) -> None:
+    with pytest.raises(ConfigError, match="--until"):
+        parse_bound(text, "--until")
+
+
+def test_mode_is_replace_only_for_the_whole_log() -> None:
+    assert mode_of(None, None) is Mode.REPLACE
+    assert mode_of(Bound(at_ms=1), None) is Mode.FILL
+    assert mode_of(None, Bound(offsets={0: 1})) is Mode.FILL
+
+
+@pytest.mark.parametrize(
+    ("start", "until", "expected"),
+    [
+        (None, None, {0: (5, 100), 1: (0, 10)}),
+        ({0: 50}, None, {0: (50, 100), 1: (0, 10)}),
+        ({0: 1}, {0: 60, 1: 3}, {0: (5, 60), 1: (0, 3)}),  # clamped to what Kafka still has
+        ({0: 500}, None, {0: (100, 100), 1: (0, 10)}),  # past the end: nothing
+        ({1: 8}, {1: 4}, {0: (5, 100), 1: (8, 8)}),  # until before from: nothing
+    ],
+)
+def test_ranges(
+    start: dict[int, int] | None, until: dict[int, int] | None, expected: dict[int, tuple[int, int]]
+) -> None:
+    assert resolve_range({0: 5, 1: 0}, {0: 100, 1: 10}, start, until) == expected
+
+
+def test_an_unknown_partition_is_a_mistake() -> None:
+    with pytest.raises(ConfigError, match="partition 7"):
+        resolve_range({0: 0}, {0: 10}, {7: 1}, None)
+
+
+def test_plan_wants_its_games_and_their_shards() -> None:
+    plan = BackfillPlan("t", ("g1",), Mode.REPLACE, {0: (0, 10), 1: (4, 6)}, follow=True)
+    assert plan.wants("g1") and plan.wants("g1/3") and not plan.wants("g2")
+    assert plan.records == 12
+    doc = plan.describe()
+    assert doc["partitions"] == {
+        "0": {"from": 0, "until": 10, "records": 10},
+        "1": {"from": 4, "until": 6, "records": 2},
+    }
+    assert BackfillPlan("t", (), Mode.FILL, {}, follow=False).wants("anything")
+
+
+def test_staging_names_are_stable_per_command_and_apart_per_command() -> None:
+    a = staging_namespace("lb", "backfill", ("t", "g1", "", ""))
+    assert a == staging_namespace("lb", "backfill", ("t", "g1", "", ""))
+    assert a != staging_namespace("lb", "backfill", ("t", "g2", "", ""))
+    assert a.startswith("lb~backfill-") and staging_namespace("lb", "rebuild") == "lb~rebuild"
+
+
+def test_progress_line_has_rate_left_and_eta() -> None:
+    line = progress_line("lb backfill", 1_000, 3_000, 2.0)
+    assert line == "lb backfill: 1,000/3,000 records (500/s), 2,000 left, ETA 4s"
+    assert progress_line("x", 0, 10, 0.0).endswith("ETA ?")
+
+
+def test_expiry_floor_keeps_later_expiries() -> None:
+    assert expiry_floor({"a": 10, "b": 500}, 100) == {"a": 100, "b": 500}
