@@ -107,9 +107,12 @@ def test_an_expired_window_is_rebuilt_for_an_audit(
     kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
 ) -> None:
     stream, env = stream_and_env(kafka_bootstrap, topic, namespace, tmp_path, seed=23, count=6000)
+    gday = '[games."gday"]\noperator = "best"\nmax_score = 1000000\nwindows = ["daily"]\n'
     short = GAMES_TOML.replace(
-        'windows = ["daily"]\nlateness_seconds = 3600\ndaily_retention_seconds = 3153600000',
-        'windows = ["daily"]\nlateness_seconds = 3600\ndaily_retention_seconds = 3600',
+        f"{gday}lateness_seconds = 3600\nhourly_retention_seconds = 3153600000\n"
+        "daily_retention_seconds = 3153600000\n",
+        f"{gday}lateness_seconds = 3600\nhourly_retention_seconds = 3153600000\n"
+        "daily_retention_seconds = 3600\n",
     )
     assert short != GAMES_TOML
     _games(env, short)
@@ -119,10 +122,10 @@ def test_an_expired_window_is_rebuilt_for_an_audit(
     others = group_snapshot(redis_client, namespace, "gbest")
     # From the window's first day to the end of the log: a RETRACT later in the
     # log removes a player from old windows too.
-    window = "daily:2026-05-03"
+    window = "daily:2026-11-01"
     plan = lb(
         [
-            *("backfill", "--game", "gday", "--from", "2026-05-03T00:00:00Z"),
+            *("backfill", "--game", "gday", "--from", "2026-11-01T00:00:00Z"),
             *("--window", window, "--dry-run"),
         ],
         env,
@@ -134,7 +137,7 @@ def test_an_expired_window_is_rebuilt_for_an_audit(
     assert 0 < described["records"] < len(stream.records)
     report = _backfill(
         env,
-        *("--game", "gday", "--from", "2026-05-03T00:00:00Z"),
+        *("--game", "gday", "--from", "2026-11-01T00:00:00Z"),
         *("--window", window, "--keep-hours", "2"),
     )
     assert report["boards_moved"] == {"gday": [window]}
