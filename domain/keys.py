@@ -7,6 +7,8 @@ and its bookkeeping share one cluster slot and can change in one MULTI/EXEC:
 ``<ns>:{<tag>}:alltime``            all-time board (sorted set)
 ``<ns>:{<tag>}:weekly:2026-W18``    ISO-week board, expires after retention
 ``<ns>:{<tag>}:daily:2026-05-04``   UTC-day board, expires after retention
+``<ns>:{<tag>}:hourly:…``/``monthly:…`` hour and month boards (zoned ids, GAMES.md)
+``<ns>:{<tag>}:season:<name>``      a configured season's board, kept
 ``<ns>:{<tag>}:meta:wm``            hash ``<topic>/<partition>`` -> last applied offset
 ``<ns>:{<tag>}:meta:seen:<bucket>`` hash eventId -> record timestamp (dedupe)
 ``<ns>:{<tag>}:meta:boards``        set of window ids ever written (for RETRACT)
@@ -28,7 +30,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from domain.windows import WindowKind
+
 LIVE_NAMESPACE = "lb"
+
+#: How the key suffix of every board starts (``alltime``, ``daily:...``, ...),
+#: derived from the window kinds so a new kind is a board everywhere at once:
+#: rebuilds, backfills and cut-overs move exactly these and the bookkeeping.
+BOARD_PREFIXES: tuple[str, ...] = tuple(
+    kind.value if kind is WindowKind.ALLTIME else f"{kind.value}:" for kind in WindowKind
+)
+
+
+def is_board_suffix(suffix: str) -> bool:
+    """Whether a key's part after ``{tag}:`` names a board (a sorted set of a window)."""
+    return suffix.startswith(BOARD_PREFIXES)
 
 #: Approximate cap (``XADD MAXLEN ~``) of a group's change stream, in entries: one
 #: entry per atomic group write, so minutes of history at a steady 20 batches/s,

@@ -44,7 +44,7 @@ from typing import Any
 import redis
 
 from domain.errors import ServiceError
-from domain.keys import GroupKeys, tag_of
+from domain.keys import GroupKeys, is_board_suffix, tag_of
 from sinks.namespace_swap import is_projection_key
 
 #: The live group has applied records the replay has not read yet: read more, retry.
@@ -106,9 +106,6 @@ for i = 1, n do
 end
 return out
 """
-
-#: Board key suffixes (what fill mode may move).
-_BOARDS = ("alltime", "daily:", "weekly:")
 
 
 @dataclass
@@ -200,7 +197,7 @@ def fill_group(
     staged = [
         key
         for key in group_keys(client, staging, tag)
-        if key.split("}:", 1)[1].startswith(_BOARDS)
+        if is_board_suffix(key.split("}:", 1)[1])
         and (not windows or key.split("}:", 1)[1] in windows)
     ]
     result = FillResult()

@@ -17,7 +17,7 @@ from typing import Any
 import redis
 
 from domain.errors import ServiceError
-from domain.keys import tag_of
+from domain.keys import BOARD_PREFIXES, tag_of
 
 SWAP_GROUP = """
 -- KEYS: staged keys (n = ARGV[1]), then their live names (n), then live keys to drop.
@@ -37,9 +37,7 @@ return n
 #: What the streaming job writes (and a replay therefore rebuilds); friend sets,
 #: the merged top-K, sketches and archive markers are someone else's and survive.
 _PROJECTION_SUFFIXES = (
-    "alltime",
-    "daily:",
-    "weekly:",
+    *BOARD_PREFIXES,
     "meta:wm",
     "meta:seen:",
     "meta:boards",
