@@ -13,7 +13,8 @@ For each player count N:
    plus a probe every 50 ms: an event of a new player, timed from the
    produce call until a poller (every 10 ms) sees it on the all-time board.
 4. Phases, each timed: the live job alone (``--baseline-s``), then
-   ``lb rebuild`` (every game, zero-downtime), then ``lb backfill --game g1``,
+   ``lb rebuild --processes P`` (every game, zero-downtime) for each P of
+   ``--processes`` (default 1 2), then ``lb backfill --game g1`` (the last P),
    each run as a process beside the live job, from start to exit.
 5. Stops the load, waits for the live job to account for every record, and
    checks: the counters equal every record produced (nothing lost or applied
@@ -163,6 +164,20 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value * 1000, 1)
 
 
+def _commands(processes: list[int]) -> list[tuple[str, list[str], int]]:
+    """``lb rebuild`` with each process count, then a one-game backfill with the last."""
+    return [("rebuild", [], p) for p in processes] + [("backfill", ["--game", GAME], processes[-1])]
+
+
+def _command_line(run: dict[str, Any]) -> str:
+    game = f" --game {GAME}" if run["command"] == "backfill" else ""
+    return f"`lb {run['command']}{game} --processes {run['processes']}`"
+
+
+def _phase(command: str, processes: int) -> str:
+    return f"{command} ({processes} process{'es' if processes > 1 else ''})"
+
+
 def _side_run(
     scratch: Scratch, env: dict[str, str], command: str, args: list[str], label: str
 ) -> dict[str, Any]:
@@ -201,10 +216,17 @@ def _one_size(
     load = Load(settings, topic, board, scratch.redis, players, args.rate)
     load.start()
     time.sleep(args.baseline_s)
-    load.phase = "rebuild"
-    rebuild = _side_run(scratch, env, "rebuild", [], f"rebuild-{players}")
-    load.phase = "backfill"
-    backfill = _side_run(scratch, env, "backfill", ["--game", GAME], f"backfill-{players}")
+    runs = []
+    for command, extra, processes in _commands(args.processes):
+        load.phase = _phase(command, processes)
+        run = _side_run(
+            scratch,
+            env,
+            command,
+            [*extra, "--processes", str(processes)],
+            f"{load.phase}-{players}",
+        )
+        runs.append({"command": command, "processes": processes, **run})
     load.phase = "after"
     time.sleep(2.0)
     load.finish()
@@ -223,8 +245,7 @@ def _one_size(
         "produced": produced,
         "live_load_per_s": args.rate,
         "live_records": load.sent,
-        "rebuild": rebuild,
-        "backfill": backfill,
+        "runs": runs,
         "freshness": {phase: _ms(v) for phase, v in load.latencies.items()},
         "stats": stats,
         "verified": verified,
@@ -237,8 +258,7 @@ def markdown(summary: dict[str, Any]) -> str:
     fresh_rows = []
     for size in summary["sizes"]:
         n = fmt_int(size["players"])
-        for name in ("rebuild", "backfill"):
-            run = size[name]
+        for run in size["runs"]:
             report = run["report"]
             equal = report.get("cut_over_at_equal_watermarks", [])
             relaxed = report.get("cut_over_relaxed", [])
@@ -252,15 +272,16 @@ def markdown(summary: dict[str, Any]) -> str:
             rows.append(
                 [
                     n,
-                    "`lb rebuild`" if name == "rebuild" else f"`lb backfill --game {GAME}`",
+                    _command_line(run),
                     f"{run['seconds']}",
+                    fmt_int(report["records_replayed"] / max(run["seconds"], 1e-9)),
                     fmt_int(report["records_replayed"]),
                     str(report["groups"]),
                     cut,
                     "ok" if size["verified"] else "**MISMATCH**",
                 ]
             )
-        for phase in ("baseline", "rebuild", "backfill"):
+        for phase in ["baseline", *(_phase(r["command"], r["processes"]) for r in size["runs"])]:
             f = size["freshness"].get(phase)
             if f:
                 fresh_rows.append(
@@ -274,15 +295,24 @@ def markdown(summary: dict[str, Any]) -> str:
                     ]
                 )
     runs = table(
-        ["players", "command", "seconds", "records replayed", "groups", "cut-over", "exactly once"],
+        [
+            "players",
+            "command",
+            "seconds",
+            "records/s",
+            "records replayed",
+            "groups",
+            "cut-over",
+            "exactly once",
+        ],
         rows,
     )
     fresh = table(["players", "phase", "probes", "p50 ms", "p99 ms", "max ms"], fresh_rows)
     largest = max(size["players"] for size in summary["sizes"])
     rate = min(
-        size[name]["report"]["records_replayed"] / size[name]["report"]["seconds"]
+        run["report"]["records_replayed"] / run["report"]["seconds"]
         for size in summary["sizes"]
-        for name in ("rebuild", "backfill")
+        for run in size["runs"]
     )
     not_run = (
         ""
@@ -302,7 +332,8 @@ Input: `bench.rebuild`'s (one signed record per player, game `g1`, three boards 
 player, {PARTITIONS} partitions), applied by a running `lb run`. Then, with that job
 still running and a steady load of {summary["args"]["rate"]:,} events/s for existing
 players plus a probe event of a new player every {int(PROBE_EVERY_S * 1000)} ms,
-`lb rebuild` and then `lb backfill --game {GAME}` each replay the log into staging keys,
+`lb rebuild` (with each process count) and then `lb backfill --game {GAME}` each
+replay the log into staging keys,
 catch up with the live head and cut every board group over atomically with its
 watermarks. Time is process start to exit. Cut-over "strict": within `--strict-for`
 (5 s) of reaching the head, with watermarks the live job noticed at its next write;
@@ -325,6 +356,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.backfill", description=__doc__)
     parser.add_argument("--players", type=int, nargs="+", default=[1_000_000])
     parser.add_argument("--rate", type=int, default=1000, help="live load, events/s")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        nargs="+",
+        default=[1, 2],
+        help="lb rebuild once with each count; the backfill with the last (default 1 2)",
+    )
     parser.add_argument("--baseline-s", type=float, default=20.0)
     parser.add_argument("--seed", type=int, default=20260504)
     parser.add_argument("--no-doc", action="store_true", help="do not touch docs/BENCHMARKS.md")

@@ -192,3 +192,28 @@ def expiry_floor(expire_at_s: Mapping[str, int], floor_s: int) -> dict[str, int]
     EXPIREAT in the past would delete it at once.
     """
     return {key: max(at, floor_s) for key, at in expire_at_s.items()}
+
+
+def split_ranges(
+    ranges: Mapping[int, tuple[int, int]], workers: int
+) -> list[dict[int, tuple[int, int]]]:
+    """Partitions dealt to at most ``workers`` replayers, records balanced.
+
+    A partition is never split: its records must be applied in order by one
+    writer (the planner's single-writer rule, docs/DESIGN.md). Largest first,
+    each to the least loaded part (ties to the lower part), so the busiest
+    part exceeds an even share by at most one partition's records, and
+    partitions with nothing to replay add no process. Parts are returned
+    non-empty, in order of their first partition.
+    """
+    if workers < 1:
+        raise ConfigError(f"workers must be at least 1, not {workers}")
+    busy = {p: span for p, span in ranges.items() if span[1] > span[0]}
+    parts: list[dict[int, tuple[int, int]]] = [{} for _ in range(max(1, min(workers, len(busy))))]
+    loads = [0] * len(parts)
+    for partition, span in sorted(busy.items(), key=lambda kv: (kv[1][0] - kv[1][1], kv[0])):
+        least = min(range(len(parts)), key=lambda i: (loads[i], i))
+        parts[least][partition] = span
+        loads[least] += span[1] - span[0]
+    parts[0].update((p, span) for p, span in ranges.items() if p not in busy)
+    return sorted((part for part in parts if part), key=min)

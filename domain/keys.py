@@ -46,6 +46,7 @@ def is_board_suffix(suffix: str) -> bool:
     """Whether a key's part after ``{tag}:`` names a board (a sorted set of a window)."""
     return suffix.startswith(BOARD_PREFIXES)
 
+
 #: Approximate cap (``XADD MAXLEN ~``) of a group's change stream, in entries: one
 #: entry per atomic group write, so minutes of history at a steady 20 batches/s,
 #: enough for a live client to reconnect and resume where it left off.

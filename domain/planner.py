@@ -74,6 +74,8 @@ class GenerationalCache:
         self._capacity = max(1, capacity)
         self._young: dict[tuple[str, str], dict[str, int | None]] = {}
         self._old: dict[tuple[str, str], dict[str, int | None]] = {}
+        #: Whether an entry was ever dropped (a miss may then be a forgotten value).
+        self.evicted = False
 
     def get(self, key: tuple[str, str]) -> dict[str, int | None] | None:
         found = self._young.get(key)
@@ -85,6 +87,7 @@ class GenerationalCache:
 
     def put(self, key: tuple[str, str], value: dict[str, int | None]) -> None:
         if len(self._young) >= self._capacity and key not in self._young:
+            self.evicted = self.evicted or bool(self._old)
             self._old = self._young
             self._young = {}
         self._young[key] = value
@@ -210,8 +213,21 @@ class BoardPlanner:
         namespace: str,
         dedupe_horizon_ms: int,
         cache_capacity: int = 2_000_000,
+        *,
+        changes: bool = True,
+        fresh: bool = False,
     ) -> None:
+        """``changes=False``: no change-stream entries (a replay nobody subscribes to).
+
+        ``fresh=True`` promises that the namespace held none of this planner's
+        players' board values when it started and that only this planner
+        writes them (a replay into a namespace it just dropped, its partitions
+        its own): until the cache first evicts, a player it has not seen has
+        no value anywhere, so no board value is read from Redis.
+        """
         self._namespace = namespace
+        self._changes = changes
+        self._fresh = fresh
         self._horizon_ms = max(1, dedupe_horizon_ms)
         # Bucket b is consulted by records of buckets b-1 to b+1, so until
         # bucket b+1 ends; the TTL runs from the bucket's last write, so two
@@ -233,6 +249,7 @@ class BoardPlanner:
         need = Lookups()
         field_name = watermark_field(batch.topic, batch.partition)
         horizon = self._horizon_ms
+        ask_values = not self._fresh or self._entries.evicted
         for group in self._groups(batch):
             keys = group.keys
             tag = keys.tag
@@ -251,6 +268,8 @@ class BoardPlanner:
                 ids.append(event.event_id)
                 if event.kind is EventKind.RETRACT:
                     retracts = True
+                    continue
+                if not ask_values:
                     continue
                 player = event.player_id
                 known = self._entries.get((tag, player))
@@ -466,7 +485,8 @@ class BoardPlanner:
                 else:
                     write.zadd.setdefault(board_key, {})[player] = value
             plan.cache_updates[(tag, player)] = {w: v for w, v in mine.items() if v != _UNKNOWN}
-        write.changes = group_changes(group.records[0].game, initial, working)
+        if self._changes:
+            write.changes = group_changes(group.records[0].game, initial, working)
         last = fresh[-1].offset
         write.watermark = (field_name, last)
         plan.watermark_updates[wm_key] = last
@@ -510,6 +530,7 @@ class BoardPlanner:
         ``corrected`` pairs, so the next plan of those groups starts from there.
         """
         self._entries = GenerationalCache(self._entries.capacity)
+        self._fresh = False  # Redis changed under us: what it holds is no longer ours alone
         self._registries.clear()
         self._registered.clear()
         self._watermarks.update(corrected)

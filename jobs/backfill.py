@@ -34,16 +34,17 @@ from domain.backfill_plan import (
     BackfillPlan,
     Bound,
     Mode,
-    expiry_floor,
     mode_of,
     progress_line,
     resolve_range,
+    split_ranges,
 )
 from domain.errors import ServiceError
-from domain.planner import BoardPlanner, WritePlan, group_tag
+from domain.planner import BoardPlanner, group_tag
 from domain.records import Accepted, RecordBatch, SourceRecord
 from domain.validation import Validator
-from jobs.replay import apply_replayed, apply_round
+from jobs.replay import apply_round
+from jobs.replay_workers import Part, Tools, replay_part, run_parts
 from jobs.verifier import LogReader
 from sinks.cutover import FOREIGN, FillResult, Replaced, fill_group, replace_group, tags
 from sinks.namespace_swap import drop_namespace
@@ -242,6 +243,8 @@ class Backfill:
         strict_for_s: float = 5.0,
         progress: TextIO | None = sys.stderr,
         what: str = "lb backfill",
+        workers: int = 1,
+        tools: Tools | None = None,
     ) -> None:
         self._client = client
         self._log = log
@@ -252,7 +255,14 @@ class Backfill:
         self._live = live
         self._staging = staging
         self._store = RedisBoardStore(client)
-        self._planner = BoardPlanner(staging, dedupe_horizon_ms, cache_players)
+        # The staging namespace is dropped first and this run is its only writer.
+        self._planner = BoardPlanner(
+            staging, dedupe_horizon_ms, cache_players, changes=False, fresh=True
+        )
+        self._horizon_ms = dedupe_horizon_ms
+        self._cache_players = cache_players
+        self._workers = workers
+        self._tools = tools
         self._now_s = now_s
         self._keep_s = keep_s
         self._strict_for_s = strict_for_s
@@ -270,16 +280,14 @@ class Backfill:
         drop_namespace(self._client, self._staging)
         try:
             if self._plan.mode is Mode.FILL:
-                ranges = {p: (a, end - 1) for p, (a, end) in self._plan.ranges.items()}
-                for batch in self._log.read(ranges):
-                    self._apply(batch)
-                    self._line()
+                self._replay_planned(int(self._now_s()) + self._keep_s)
                 for tag in sorted(tags(self._client, self._staging)):
                     report.filled[tag] = fill_group(
                         self._client, self._staging, self._live, tag, self._plan.windows
                     )
                     report.groups.append(tag)
             else:
+                self._replay_planned(None)
                 self._follow_and_replace(report)
             self._line(force=True)
         finally:
@@ -290,29 +298,51 @@ class Backfill:
 
     # -- replaying ---------------------------------------------------------------------
 
-    def _apply(self, batch: RecordBatch) -> None:
-        """The sink's write path, into the staging namespace, for the groups still to do."""
-        self._records += len(batch.records)
-        apply_replayed(
-            batch,
-            self._validator,
-            self._planner,
-            self._store,
-            self._keep,
-            self._staging,
-            self._keep_longer if self._plan.mode is Mode.FILL else None,
-        )
+    def _replay_planned(self, expiry_floor_s: int | None) -> None:
+        """The planned ranges, by ``workers`` processes or in this one.
+
+        In fill mode windowed boards expire no earlier than ``expiry_floor_s``
+        (a window rebuilt for an audit is usually past its retention, and an
+        EXPIREAT in the past would delete it at once).
+        """
+        parts = [
+            Part(
+                index,
+                ranges,
+                self._plan,
+                self._staging,
+                self._horizon_ms,
+                self._cache_players,
+                expiry_floor_s,
+            )
+            for index, ranges in enumerate(split_ranges(self._plan.ranges, self._workers))
+        ]
+        if len(parts) > 1 and self._tools is not None:
+            base = self._records
+
+            def progress(records: int) -> None:
+                self._records = base + records
+                self._line()
+
+            run_parts(parts, self._tools, progress)
+            # The processes wrote players this planner never saw: read them from now on.
+            self._planner = BoardPlanner(
+                self._staging, self._horizon_ms, self._cache_players, changes=False
+            )
+            return
+        for part in parts:
+            self._planner = replay_part(
+                part, self._client, self._log, self._validator, self._count, self._planner
+            )
+
+    def _count(self, records: int) -> None:
+        self._records += records
+        self._line()
 
     def _apply_round(self, batches: list[RecordBatch]) -> None:
         """Batches of distinct partitions: one read and one write round trip."""
         self._records += sum(len(batch.records) for batch in batches)
         apply_round(batches, self._validator, self._planner, self._store, self._keep, self._staging)
-
-    def _keep_longer(self, plan: WritePlan) -> None:
-        """Fill mode: windowed boards live at least ``keep_s`` from now."""
-        floor = int(self._now_s()) + self._keep_s
-        for write in plan.groups:
-            write.expire_at_s = expiry_floor(write.expire_at_s, floor)
 
     def _keep(self, rec: Accepted) -> bool:
         tag = group_tag(rec)
@@ -321,16 +351,20 @@ class Backfill:
     # -- replace: catch up with the live head, cut over group by group -----------------
 
     def _follow_and_replace(self, report: BackfillReport) -> None:
-        """Replay to the planned ends, then tail the log and cut over group by group.
+        """From the planned ends, tail the log and cut over group by group.
 
-        One consumer reads on from where the plan starts, so a cut-over is
+        One consumer reads on from where the planned ranges end, so a cut-over is
         tried as soon as the replay is at the head, with ``through`` the last
         offset read of each partition (:func:`sinks.cutover.replace_group`).
         A group the live job is as far as or further than is tried again after
         the next records; after ``strict_for_s`` of that, the relaxed rules
         apply (see :mod:`sinks.cutover`).
         """
-        tail = Tail(self._log_config, self._plan.topic, self._plan.ranges)
+        tail = Tail(
+            self._log_config,
+            self._plan.topic,
+            {p: (end, end) for p, (_, end) in self._plan.ranges.items()},
+        )
         first_try: float | None = None
         try:
             while True:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,6 +153,17 @@ class LogReader:
         self, ranges: dict[int, tuple[int, int]], batch_max: int = 5_000
     ) -> Iterator[RecordBatch]:
         """Batches of every ``partition -> (first, last)`` range (``last`` inclusive)."""
+        for batches in self.rounds(ranges, batch_max):
+            yield from batches
+
+    def rounds(
+        self, ranges: Mapping[int, tuple[int, int]], batch_max: int = 5_000
+    ) -> Iterator[list[RecordBatch]]:
+        """Like :meth:`read`, a list per poll: at most one batch per partition.
+
+        Batches of distinct partitions can share one read and one write round
+        trip (:func:`jobs.replay.apply_round`).
+        """
         todo = {p: span for p, span in ranges.items() if span[1] >= span[0]}
         if not todo:
             return
@@ -180,9 +191,9 @@ class LogReader:
                     )
                     if offset >= span[1]:
                         todo.pop(p, None)
-                for p, records in buffers.items():
+                if buffers:
                     idle_since = time.monotonic()
-                    yield RecordBatch(self._topic, p, tuple(records))
+                    yield [RecordBatch(self._topic, p, tuple(recs)) for p, recs in buffers.items()]
                 if time.monotonic() - idle_since > 60:
                     raise ServiceError(f"no records from {self._topic!r} for 60 s")
         finally:

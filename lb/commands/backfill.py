@@ -23,11 +23,13 @@ over untouched. A rerun after a crash first drops what the crashed run left.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import signal
 import sys
 import time
 from types import FrameType
+from typing import Any
 
 from config.clients import game_catalog, probe_kafka, quiet_kafka_config, redis_client
 from config.settings import Settings
@@ -59,8 +61,11 @@ def run_backfill(
     strict_for_s: float,
     kind: str,
     key: tuple[str, ...],
+    processes: int = 1,
 ) -> int:
     """Shared by ``lb backfill`` and ``lb rebuild``: plan, print or run, print the report."""
+    if not 1 <= processes <= MAX_PROCESSES:
+        raise ConfigError(f"--processes must be within 1..{MAX_PROCESSES}, not {processes}")
     catalog = game_catalog(settings)
     for game in games:
         if catalog.lookup(game) is None:
@@ -78,12 +83,10 @@ def run_backfill(
     if dry_run:
         print(json.dumps(plan.describe()))
         return 0
-    validator = Validator(
-        catalog, parse_keyring(settings.hmac_keys.reveal()), ScoreEventCodec.from_registry().decode
-    )
+    _, log, validator = replay_tools(settings, topic, client)
     job = Backfill(
         client,
-        LogReader(kafka, topic),
+        log,
         offsets,
         validator,
         plan,
@@ -96,11 +99,35 @@ def run_backfill(
         strict_for_s=strict_for_s,
         progress=None if quiet else sys.stderr,
         what=f"lb {kind}",
+        workers=processes,
+        tools=functools.partial(replay_tools, settings, topic),
     )
     signal.signal(signal.SIGTERM, _interrupt)  # drops the staging keys like Ctrl-C
     report = job.run()
     print(json.dumps({"namespace": settings.namespace, **report.as_dict()}))
     return 0
+
+
+#: Replay processes at most (each holds a Kafka consumer and a Redis connection).
+MAX_PROCESSES = 64
+
+
+def replay_tools(
+    settings: Settings, topic: str, client: Any = None
+) -> tuple[Any, LogReader, Validator]:
+    """A replayer's Redis client, log reader and validator.
+
+    Top-level, so that ``functools.partial(replay_tools, settings, topic)``
+    can be sent to a replay process (:mod:`jobs.replay_workers`), which
+    builds its own connections.
+    """
+    validator = Validator(
+        game_catalog(settings),
+        parse_keyring(settings.hmac_keys.reveal()),
+        ScoreEventCodec.from_registry().decode,
+    )
+    log = LogReader(quiet_kafka_config(settings), topic)
+    return client if client is not None else redis_client(settings), log, validator
 
 
 def _backfill(args: argparse.Namespace) -> int:
@@ -132,6 +159,7 @@ def _backfill(args: argparse.Namespace) -> int:
         strict_for_s=args.strict_for,
         kind="backfill",
         key=(topic, *games, args.start or "", args.until or ""),
+        processes=args.processes,
     )
 
 
@@ -183,6 +211,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "weekly:2026-W18; repeatable)",
     )
     backfill.add_argument("--topic", metavar="T", help="replay this topic (default LB_TOPIC)")
+    backfill.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="replay the planned range with N processes, each a share of the partitions "
+        "(default 1; the live job shares the machine)",
+    )
     backfill.add_argument(
         "--keep-hours",
         type=float,

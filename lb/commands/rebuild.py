@@ -6,6 +6,9 @@ with the live head, and each board group is cut over atomically with its
 watermarks (:mod:`jobs.backfill`, the same mechanism as ``lb backfill``). The
 running job notices the new watermarks and carries on from them: no update is
 lost or applied twice, and a reader sees the old group or the new one.
+``--processes N`` replays the partitions with N processes (each a share of
+whole partitions) up to the end offsets seen at the start; the rest, to the
+live head, is followed by one.
 
 ``--offline`` keeps the old way: stop ``lb run`` first; the replay runs as
 Bytewax processes (``--processes``/``--workers``) up to the end offsets seen
@@ -121,8 +124,8 @@ def _offline(args: argparse.Namespace) -> int:
 def _rebuild(args: argparse.Namespace) -> int:
     if args.offline:
         return _offline(args)
-    if args.processes != 1 or args.workers != 1:
-        raise ConfigError("--processes/--workers apply to --offline only (stop lb run first)")
+    if args.workers != 1:
+        raise ConfigError("--workers applies to --offline only (stop lb run first)")
     settings = Settings.from_env()
     return run_backfill(
         settings,
@@ -136,6 +139,7 @@ def _rebuild(args: argparse.Namespace) -> int:
         strict_for_s=args.strict_for,
         kind="rebuild",
         key=(),
+        processes=args.processes,
     )
 
 

@@ -8,6 +8,7 @@ no command on them (keyspace notifications) while the backfill ran."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,10 +21,30 @@ pytestmark = [*FAULT_MARKS, pytest.mark.timeout(600)]
 #: The game the backfill replays, and the one it must leave alone (whose
 #: events stop early, so nothing else writes it while the backfill runs).
 GAME, OTHER = "gbest", "gday"
+BACKFILL = ("backfill", "--game", GAME)
 
 
 def _staged(client: Any, namespace: str) -> list[bytes]:
     return list(client.scan_iter(match=f"{namespace}~backfill-*", count=1000))
+
+
+def _stat(pid: int) -> list[str]:
+    """State, parent pid, ... of a process (empty when it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _running(pid: int) -> bool:
+    fields = _stat(pid)
+    return bool(fields) and fields[0] not in ("Z", "X")
+
+
+def _children(pid: int) -> list[int]:
+    """Running processes whose parent is ``pid``."""
+    pids = (int(path.name) for path in Path("/proc").iterdir() if path.name.isdigit())
+    return [p for p in pids if _running(p) and _stat(p)[1:2] == [str(pid)]]
 
 
 def test_rebuild_and_a_killed_backfill_beside_the_live_job_lose_and_double_nothing(
@@ -42,12 +63,18 @@ def test_rebuild_and_a_killed_backfill_beside_the_live_job_lose_and_double_nothi
     seen: list[Any] = []
 
     def rebuild_then_backfill(s: Scenario) -> None:
-        rebuild = Job(s.env, s.log_dir / "rebuild.log", ("rebuild",))
-        backfill = Job(s.env, s.log_dir / "backfill.log", ("backfill", "--game", GAME))
+        rebuild = Job(s.env, s.log_dir / "rebuild.log", ("rebuild", "--processes", "2"))
+        backfill = Job(s.env, s.log_dir / "backfill.log", (*BACKFILL, "--processes", "2"))
         try:
-            # Killed while it has staged keys (mid-replay), then started again.
+            # Killed while its replay processes write staged keys (mid-replay), then
+            # started again. Only the parent is killed: its replay processes must
+            # not outlive it, or they would write into the rerun's staging keys.
             wait_for(lambda: bool(_staged(private_redis, namespace)), 120, "backfill staging")
-            backfill.kill()
+            workers = _children(backfill.proc.pid)
+            backfill.proc.kill()
+            backfill.proc.wait(timeout=30)
+            assert workers, "the backfill had no replay processes"
+            wait_for(lambda: not any(map(_running, workers)), 10, "replay processes gone")
             assert _staged(private_redis, namespace), "the kill came after the backfill"
             assert rebuild.proc.wait(timeout=240) == 0, rebuild.log()[-3000:]
             assert "lb rebuild:" in rebuild.log() and "ETA" in rebuild.log()
@@ -59,7 +86,7 @@ def test_rebuild_and_a_killed_backfill_beside_the_live_job_lose_and_double_nothi
                 f"__keyspace@0__:{namespace}:{{{OTHER}}}:*",
                 f"__keyspace@0__:{namespace}~*{{{OTHER}}}*",
             )
-            again = Job(s.env, s.log_dir / "backfill2.log", ("backfill", "--game", GAME))
+            again = Job(s.env, s.log_dir / "backfill2.log", BACKFILL)
             assert again.proc.wait(timeout=240) == 0, again.log()[-3000:]
             assert '"groups": 1' in again.log(), again.log()[-2000:]
             time.sleep(0.5)  # notifications already published are delivered in order

@@ -97,7 +97,7 @@ def test_one_game_is_recomputed_after_a_scoring_fix(
     assert read_boards(redis_client, namespace)["gset:alltime"] != expected["gset:alltime"]
     other = group_snapshot(redis_client, namespace, "gbest")
     _games(env, GAMES_TOML)  # the fix
-    _backfill(env, "--game", "gset")
+    _backfill(env, "--game", "gset", "--processes", "3")  # 4 partitions over 3 processes
     verify(stream.records, redis_client, namespace, kafka_bootstrap, topic, "")
     assert group_snapshot(redis_client, namespace, "gbest") == other
     _no_staging(redis_client, namespace)
@@ -139,6 +139,7 @@ def test_an_expired_window_is_rebuilt_for_an_audit(
         env,
         *("--game", "gday", "--from", "2026-11-01T00:00:00Z"),
         *("--window", window, "--keep-hours", "2"),
+        *("--processes", "2"),  # the 4 partitions replayed by two processes
     )
     assert report["boards_moved"] == {"gday": [window]}
     expected, _ = oracle(stream.records)

@@ -13,6 +13,7 @@ from domain.backfill_plan import (
     parse_bound,
     progress_line,
     resolve_range,
+    split_ranges,
     staging_namespace,
 )
 from domain.errors import ConfigError
@@ -92,3 +93,29 @@ def test_progress_line_has_rate_left_and_eta() -> None:
 
 def test_expiry_floor_keeps_later_expiries() -> None:
     assert expiry_floor({"a": 10, "b": 500}, 100) == {"a": 100, "b": 500}
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize(
+    "sizes",
+    [[100, 100, 100, 100], [1000, 10, 10, 10, 10], [0, 0, 5], [7], [3, 1, 4, 1, 5, 9, 2, 6]],
+)
+def test_split_ranges_deals_whole_partitions_and_balances_records(
+    sizes: list[int], workers: int
+) -> None:
+    ranges = {p: (50 * p, 50 * p + size) for p, size in enumerate(sizes)}
+    parts = split_ranges(ranges, workers)
+    dealt = [p for part in parts for p in part]
+    assert sorted(dealt) == sorted(ranges)  # every partition exactly once, never split
+    assert all(part[p] == ranges[p] for part in parts for p in part)
+    assert 1 <= len(parts) <= min(workers, len(sizes))
+    loads = [sum(end - first for first, end in part.values()) for part in parts]
+    # Greedy largest-first: the busiest part exceeds an even share by at most one partition.
+    assert max(loads) <= sum(sizes) / len(parts) + max(sizes)
+    if workers >= sum(1 for size in sizes if size):  # a process per partition with records
+        assert all(sum(1 for f, e in part.values() if e > f) <= 1 for part in parts)
+
+
+def test_split_ranges_refuses_no_workers() -> None:
+    with pytest.raises(ConfigError, match="workers"):
+        split_ranges({0: (0, 1)}, 0)

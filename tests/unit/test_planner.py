@@ -566,6 +566,7 @@ def run(
     workers: int = 1,
     crashes: int = 0,
     rounds: bool = False,
+    fresh: bool = False,
 ) -> BoardModel:
     """Project the whole stream, crashing ``crashes`` times and restarting at or before the crash.
 
@@ -578,7 +579,10 @@ def run(
     model = BoardModel()
     start = dict.fromkeys(scn.records, 0)
     for attempt in range(crashes + 1):
-        planners = [BoardPlanner(NS, HORIZON_MS, capacity) for _ in range(workers)]
+        planners = [
+            BoardPlanner(NS, HORIZON_MS, capacity, fresh=fresh and attempt == 0)
+            for _ in range(workers)
+        ]
         worker_of = {p: rnd.randrange(workers) for p in scn.records}
         batches = interleave(
             {p: chunk(scn, recs[start[p] :], rnd) for p, recs in scn.records.items()}, rnd
@@ -668,6 +672,35 @@ def test_a_tiny_cache_gives_the_same_result_as_a_large_one(
     tiny = run(scn, rnd, capacity=capacity, rounds=rounds)
     assert tiny.state() == large.state()
     assert_matches_oracle(tiny, scn, oracle(scn))
+
+
+@PROPERTY
+@given(
+    scn=scenarios(),
+    rnd=_seeds(),
+    capacity=st.sampled_from((1, 2, 3, BIG_CACHE)),
+    workers=st.integers(1, 2),
+    rounds=st.booleans(),
+)
+def test_a_fresh_replay_reads_no_values_and_gives_the_same_boards(
+    scn: Scenario, rnd: random.Random, capacity: int, workers: int, rounds: bool
+) -> None:
+    """A replay into an empty namespace (lb rebuild/backfill) skips value reads until it evicts."""
+    plain = run(scn, rnd, capacity=capacity, workers=workers, rounds=rounds)
+    fresh = run(scn, rnd, capacity=capacity, workers=workers, rounds=rounds, fresh=True)
+    assert fresh.state() == plain.state()
+    assert_matches_oracle(fresh, scn, oracle(scn))
+
+
+def test_a_fresh_planner_asks_no_board_values_until_its_cache_evicts() -> None:
+    game = ALLTIME_ONLY
+    batch = _batch(game, 0, *((i, R + i, _event(f"e{i}", f"p{i}", 10 + i, T)) for i in range(6)))
+    assert BoardPlanner(NS, HORIZON_MS).lookups(batch).scores  # a plain planner reads them
+    fresh = BoardPlanner(NS, HORIZON_MS, 2, fresh=True)
+    assert not fresh.lookups(batch).scores
+    project([batch], fresh, BoardModel())  # 6 players through a cache of 2: p0 evicted
+    later = _batch(game, 0, (4, R + 9, _event("e9", "p0", 99, T)))
+    assert fresh.lookups(later).scores  # p0 may have been forgotten: read again
 
 
 @PROPERTY

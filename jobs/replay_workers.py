@@ -1,0 +1,177 @@
+"""Replaying a plan's partitions in several processes (``--workers N``).
+
+Events are keyed by player, so a partition's players are written by whoever
+replays that partition and by nobody else: disjoint sets of partitions can be
+replayed into one staging namespace at once, each set by its own process with
+its own planner, as ``lb run --processes N`` writes the live keys. Shared
+group keys are written only by commutative or per-partition commands (the
+counters, the window registry, the dedupe ids of the partition's own events,
+the partition's own watermark field), and every write is one atomic Lua call.
+Each worker replays its partitions' planned ranges to their ends and exits;
+the parent then carries on alone (following the live head, cutting over),
+its planner reading from Redis what the workers left.
+
+Workers are started with the spawn method (no Kafka or Redis connection is
+inherited) and ask the kernel to kill them when their parent dies
+(``PR_SET_PDEATHSIG``): a ``lb backfill`` killed with SIGKILL leaves no worker
+writing into the staging namespace its rerun drops and rebuilds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any, cast
+
+from domain.backfill_plan import BackfillPlan, expiry_floor
+from domain.errors import ServiceError
+from domain.planner import BoardPlanner, WritePlan, group_tag
+from domain.records import Accepted
+from domain.validation import Validator
+from jobs.replay import apply_round
+from jobs.verifier import LogReader
+from sinks.redis_boards import RedisBoardStore
+
+#: Builds a worker's Redis client, log reader and validator (picklable: a
+#: top-level function or a ``functools.partial`` of one).
+Tools = Callable[[], tuple[Any, LogReader, Validator]]
+
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class Part:
+    """One worker's share of a plan: whole partitions, ``(first, end)`` end exclusive."""
+
+    index: int
+    ranges: dict[int, tuple[int, int]]
+    plan: BackfillPlan
+    staging: str
+    dedupe_horizon_ms: int
+    cache_players: int
+    #: Fill mode: windowed boards expire no earlier than this (unix seconds).
+    expiry_floor_s: int | None = None
+
+
+def raise_expiries(floor_s: int, plan: WritePlan) -> None:
+    """Fill mode: a rebuilt window lives at least until ``floor_s`` (an audit reads it)."""
+    for write in plan.groups:
+        write.expire_at_s = expiry_floor(write.expire_at_s, floor_s)
+
+
+def replay_part(
+    part: Part,
+    client: Any,
+    log: LogReader,
+    validator: Validator,
+    progress: Callable[[int], None],
+    planner: BoardPlanner | None = None,
+) -> BoardPlanner:
+    """Replay ``part``'s ranges into its staging namespace; returns the planner used."""
+    if planner is None:
+        # A part's partitions are its own and the staging namespace was just dropped.
+        planner = BoardPlanner(
+            part.staging, part.dedupe_horizon_ms, part.cache_players, changes=False, fresh=True
+        )
+    store = RedisBoardStore(client)
+    plan = part.plan
+
+    def keep(rec: Accepted) -> bool:
+        return plan.wants(group_tag(rec))
+
+    adjust = (
+        None
+        if part.expiry_floor_s is None
+        else functools.partial(raise_expiries, part.expiry_floor_s)
+    )
+    inclusive = {p: (first, end - 1) for p, (first, end) in part.ranges.items()}
+    for batches in log.rounds(inclusive):
+        apply_round(batches, validator, planner, store, keep, part.staging, adjust)
+        progress(sum(len(batch.records) for batch in batches))
+    return planner
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies; exit if it already has."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _worker(part: Part, tools: Tools, counts: Any, conn: Connection, parent: int) -> None:
+    """A worker process: replay, then report ``("ok", records)`` or ``("error", line)``."""
+    _die_with_parent(parent)
+    # Ctrl-C (or a SIGTERM to the process group) reaches every worker too: the
+    # parent alone decides, stops the workers (SIGKILL) and drops the staging keys.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    done = 0
+
+    def progress(records: int) -> None:
+        nonlocal done
+        done += records
+        counts[part.index] = done
+
+    try:
+        client, log, validator = tools()
+        replay_part(part, client, log, validator, progress)
+        conn.send(("ok", done))
+    except Exception as exc:  # reported by the parent as one line
+        conn.send(("error", str(exc) or type(exc).__name__))
+    finally:
+        conn.close()
+
+
+def run_parts(parts: list[Part], tools: Tools, progress: Callable[[int], None]) -> int:
+    """Replay every part in its own process; ``progress(records so far)`` about once a second.
+
+    Returns the records replayed. A failed worker stops the others and raises
+    :class:`ServiceError` naming it; so does any exception here (Ctrl-C), after
+    every worker is gone, so the caller may drop the staging namespace safely.
+    """
+    context = multiprocessing.get_context("spawn")
+    counts = context.Array("q", len(parts), lock=False)
+    procs: list[Any] = []
+    conns: dict[Connection, Part] = {}
+    try:
+        for part in parts:
+            mine, theirs = context.Pipe(duplex=False)
+            proc = context.Process(
+                target=_worker,
+                args=(part, tools, counts, theirs, os.getpid()),
+                name=f"lb-replay-{part.index}",
+                daemon=True,
+            )
+            proc.start()
+            theirs.close()
+            procs.append(proc)
+            conns[mine] = part
+        total = 0
+        while conns:
+            for ready in wait(list(conns), timeout=1.0):
+                conn = cast(Connection, ready)
+                part = conns.pop(conn)
+                try:
+                    status, value = conn.recv()
+                except EOFError:
+                    status, value = "error", "exited without a report"
+                if status != "ok":
+                    raise ServiceError(
+                        f"replay worker {part.index} (partitions {sorted(part.ranges)}): {value}"
+                    )
+                total += int(value)
+            progress(sum(counts))
+        return total
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+            proc.join()
