@@ -177,7 +177,7 @@ def test_dry_run_prints_the_plan_and_ctrl_c_drops_the_staging_keys(
     live = read_boards(redis_client, namespace)
     # A live job sitting exactly at the head keeps a strict cut-over waiting: interrupt it.
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lb.cli", "rebuild", "--strict-for", "600"],
+        [sys.executable, "-m", "lb.cli", "rebuild", "--strict-for", "600", "--processes", "2"],
         env=env,
         cwd=REPO,
         stdout=subprocess.PIPE,
