@@ -41,6 +41,7 @@ from bench.common import (
     Scratch,
     base_settings,
     counted,
+    cpu_delta,
     job_env,
     log,
     machine,
@@ -48,6 +49,7 @@ from bench.common import (
     percentile,
     publish,
     run_id,
+    service_cpu_s,
     table,
 )
 from bench.formatting import fmt_int
@@ -174,6 +176,12 @@ def _command_line(run: dict[str, Any]) -> str:
     return f"`lb {run['command']}{game} --processes {run['processes']}`"
 
 
+def _redis_cpu(run: dict[str, Any]) -> str:
+    """Redis' CPU seconds while the command ran (the live job's writes included)."""
+    cores = run.get("cpu", {}).get("redis")
+    return "n/a" if cores is None else f"{cores * run['seconds']:,.0f}"
+
+
 def _phase(command: str, processes: int) -> str:
     return f"{command} ({processes} process{'es' if processes > 1 else ''})"
 
@@ -181,16 +189,18 @@ def _phase(command: str, processes: int) -> str:
 def _side_run(
     scratch: Scratch, env: dict[str, str], command: str, args: list[str], label: str
 ) -> dict[str, Any]:
+    cpu_before = service_cpu_s(scratch.settings, scratch.redis)
     job = Job(args, env, scratch.state_dir / f"{label}.log", command=command)
     scratch.jobs.append(job)
     log(f"{label}: `{job.command}` beside the live job")
     code = job.wait()
     seconds = time.monotonic() - job.started
+    cpu = cpu_delta(cpu_before, service_cpu_s(scratch.settings, scratch.redis), seconds)
     if code != 0:
         raise SystemExit(f"{label} exited {code}:\n{job.tail()}")
     report = json.loads(job.log_path.read_text().strip().splitlines()[-1])
-    log(f"{label}: {seconds:.1f} s, {report}")
-    return {"seconds": round(seconds, 2), "report": report}
+    log(f"{label}: {seconds:.1f} s, {report}, CPU {cpu}")
+    return {"seconds": round(seconds, 2), "report": report, "cpu": cpu}
 
 
 def _one_size(
@@ -275,6 +285,7 @@ def markdown(summary: dict[str, Any]) -> str:
                     _command_line(run),
                     f"{run['seconds']}",
                     fmt_int(report["records_replayed"] / max(run["seconds"], 1e-9)),
+                    _redis_cpu(run),
                     fmt_int(report["records_replayed"]),
                     str(report["groups"]),
                     cut,
@@ -300,6 +311,7 @@ def markdown(summary: dict[str, Any]) -> str:
             "command",
             "seconds",
             "records/s",
+            "Redis CPU s",
             "records replayed",
             "groups",
             "cut-over",

@@ -1,0 +1,103 @@
+"""The least Redis work a rebuild of N players costs on one node: its floor.
+
+A rebuild (``lb rebuild``, one record per player as ``bench.rebuild`` makes
+them) must at least add every player as a new member of each of the game's
+boards. Redis is single-threaded, so the CPU seconds it spends on exactly
+those inserts, with nothing else (no Lua, no dedupe ids, no counters, no
+watermarks), bound what any replay can reach on one node, however fast the
+replayer. This script measures that: ``--boards`` fresh sorted sets filled
+with N members each, in pipelined multi-element ``ZADD`` calls of
+``CHUNK`` members (the shape of the job's writes), counting Redis' own CPU
+(``INFO cpu``) and the wall time. Compare it with the Redis CPU and the time of
+a real rebuild of the same N (``bench.backfill``'s table).
+
+Usage (the services up: ``.venv/bin/lb up``)::
+
+    .venv/bin/python -m bench.redis_floor                      # 1M and 10M players
+    .venv/bin/python -m bench.redis_floor --players 1000000
+
+Progress on stderr, a JSON summary on stdout; writes no doc section
+(docs/BENCHMARKS.md quotes it with this command). Its keys live in a
+throwaway namespace, deleted at the end or on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+import uuid
+from typing import Any
+
+from bench.common import Scratch, base_settings, emit, log, machine
+
+#: Members per ZADD, and ZADDs per pipelined round trip.
+CHUNK = 5_000
+PER_TRIP = 10
+
+
+def _redis_cpu_s(client: Any) -> float:
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def fill(client: Any, keys: list[str], players: int, seed: int) -> dict[str, float]:
+    """Every player into every key; Redis CPU and wall seconds."""
+    rng = random.Random(seed)
+    cpu0, wall0 = _redis_cpu_s(client), time.perf_counter()
+    step = max(CHUNK * PER_TRIP, players // 10)
+    for first in range(0, players, CHUNK * PER_TRIP):
+        pipe = client.pipeline(transaction=False)
+        for start in range(first, min(players, first + CHUNK * PER_TRIP), CHUNK):
+            members = {
+                f"p{i:08d}": rng.randrange(1, 2**50)
+                for i in range(start, min(players, start + CHUNK))
+            }
+            for key in keys:
+                pipe.zadd(key, members)
+        pipe.execute()
+        if (first + CHUNK * PER_TRIP) % step == 0:
+            log(f"{min(players, first + CHUNK * PER_TRIP):,}/{players:,} players")
+    return {
+        "redis_cpu_s": round(_redis_cpu_s(client) - cpu0, 2),
+        "wall_s": round(time.perf_counter() - wall0, 2),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure the floor for each player count; JSON on stdout."""
+    parser = argparse.ArgumentParser(prog="python -m bench.redis_floor", description=__doc__)
+    parser.add_argument("--players", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--boards", type=int, default=3, help="boards per player (default 3)")
+    parser.add_argument("--seed", type=int, default=11)
+    args = parser.parse_args(argv)
+    if min(args.players) <= 0 or args.boards <= 0:
+        parser.error("--players and --boards must be positive")
+    info = machine()
+    sizes = []
+    with Scratch(base_settings(), f"bench-floor-{uuid.uuid4().hex[:10]}") as scratch:
+        ns = scratch.namespace(scratch.prefix)
+        for players in args.players:
+            keys = [f"{ns}:{{g}}:board{b}:{players}" for b in range(args.boards)]
+            log(f"{players:,} players into {args.boards} fresh sorted sets")
+            got = fill(scratch.redis, keys, players, args.seed)
+            per = got["redis_cpu_s"] / players * 1e6
+            log(f"{players:,}: Redis CPU {got['redis_cpu_s']} s ({per:.2f} us per player)")
+            sizes.append({"players": players, **got, "redis_cpu_us_per_player": round(per, 2)})
+            scratch.redis.delete(*keys)
+    emit(
+        {
+            "benchmark": "redis_floor",
+            "command": ".venv/bin/python -m bench.redis_floor "
+            + " ".join(argv if argv is not None else sys.argv[1:]),
+            "machine": info,
+            "args": vars(args),
+            "sizes": sizes,
+        }
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
