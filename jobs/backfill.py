@@ -252,7 +252,9 @@ class Backfill:
         self._live = live
         self._staging = staging
         self._store = RedisBoardStore(client)
-        self._planner = BoardPlanner(staging, dedupe_horizon_ms, cache_players)
+        self._planner = BoardPlanner(
+            staging, dedupe_horizon_ms, cache_players, partitions={plan.topic: len(plan.ranges)}
+        )
         self._now_s = now_s
         self._keep_s = keep_s
         self._strict_for_s = strict_for_s

@@ -35,7 +35,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from domain.errors import ServiceError
 from domain.healing import PROGRESS_FIELD
 from domain.keys import GroupKeys, progress_key, tag_of
-from domain.planner import BoardPlanner, group_tag
+from domain.planner import COUNTERS, BoardPlanner, group_tag
 from domain.records import Accepted, RecordBatch, SourceRecord
 from domain.validation import Validator
 from jobs.replay import apply_replayed
@@ -46,9 +46,6 @@ from sources.kafka_source import topic_partitions
 #: Members per ZSCAN/ZMSCORE chunk (first pass) and per atomic re-read (second pass).
 CHUNK = 5_000
 SETTLE_CHUNK = 2_000
-
-#: Counters compared per group.
-COUNTERS = ("applied", "noop", "duplicate", "saturated")
 
 #: Reads a group's watermarks, counters and some members' values in one atomic call.
 READ_AT_ONCE = """
@@ -278,7 +275,10 @@ class Verifier:
                     ).rpartition("/")
                     if topic == self._topic:
                         cut[int(part)] = int(value)
-            for p, end in self._log.ends().items():
+            ends = self._log.ends()
+            # A tournament's max_entries is split into seats per partition.
+            self._planner.know_partitions(self._topic, len(ends))
+            for p, end in ends.items():
                 progress = self._store.read_progress(progress_key(self._namespace, self._topic, p))
                 self._default[p] = progress.get(PROGRESS_FIELD, end - 1)
         except redis.RedisError as exc:
