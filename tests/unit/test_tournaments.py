@@ -302,3 +302,20 @@ def test_a_sharded_game_splits_seats_over_partitions_and_shards() -> None:
     assert sorted(len(board) for board in boards.values()) == [1, 1]
     assert len(boards) == 2
     assert model.stats_total()["tournament_full"] == 10
+
+
+def test_lb_run_warns_when_some_partitions_get_no_seat() -> None:
+    from flows.preflight import seat_warnings
+
+    catalog = GameCatalog.from_toml(
+        '[default]\n[default.tournaments]\nduel = { start = 2026-06-01, end = 2026-07-01, '
+        "max_entries = 2 }\n"
+        '[games."big"]\nshards = 2\n[games."big".tournaments]\n'
+        "cup = { start = 2026-06-01, end = 2026-07-01, max_entries = 16 }\n"
+        "free = { start = 2026-06-01, end = 2026-07-01 }\n"
+    )
+    assert seat_warnings(catalog, 1) == []
+    (duel,) = seat_warnings(catalog, 4)
+    assert "'duel'" in duel and "max_entries 2 for 4 seat cells" in duel
+    warnings = seat_warnings(catalog, 12)  # big: 12 partitions x 2 shards = 24 cells > 16
+    assert len(warnings) == 2 and any("'cup'" in w and "24 seat cells" in w for w in warnings)
