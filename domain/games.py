@@ -338,48 +338,45 @@ class GameConfig:
         if len(set(names)) != len(names):
             raise ConfigError(f"game {name!r}: a season is named twice: {names}")
         for season in self.seasons:
-            if season.end_ms <= season.start_ms:
-                raise ConfigError(f"game {name!r}: season {season.name!r} must end after it starts")
-            if season.start_ms % QUARTER_HOUR_MS or season.end_ms % QUARTER_HOUR_MS:
-                raise ConfigError(
-                    f"game {name!r}: season {season.name!r} must start and end on a quarter hour"
-                )
-            fits = self.codec(season.window).max_score
-            if self.max_score > fits:
-                raise ConfigError(
-                    f"game {name!r}: max_score {self.max_score} does not fit season "
-                    f"{season.name!r} exactly at tie_resolution {self.tie_resolution.value!r}; "
-                    f"the largest max_score that fits is {fits}; shorten the season or use "
-                    f"a coarser tie_resolution"
-                )
+            self._check_range(name, f"season {season.name!r}", season.window)
         self._validate_tournaments(name, set(names))
+
+    def _check_range(self, game: str, what: str, window: Window) -> None:
+        """Refuse a season's or tournament's range that cannot be served (``what`` names it).
+
+        It must end after it starts, on quarter hours, and ``max_score`` must fit its board.
+        """
+        assert window.start_ms is not None and window.end_ms is not None
+        if window.end_ms <= window.start_ms:
+            raise ConfigError(f"game {game!r}: {what} must end after it starts")
+        if window.start_ms % QUARTER_HOUR_MS or window.end_ms % QUARTER_HOUR_MS:
+            raise ConfigError(f"game {game!r}: {what} must start and end on a quarter hour")
+        fits = self.codec(window).max_score
+        if self.max_score > fits:
+            raise ConfigError(
+                f"game {game!r}: max_score {self.max_score} does not fit {what} "
+                f"exactly at tie_resolution {self.tie_resolution.value!r}; the largest "
+                f"max_score that fits is {fits}; shorten the {window.kind.value} or use "
+                f"a coarser tie_resolution"
+            )
 
     def _validate_tournaments(self, name: str, seasons: set[str]) -> None:
         names = [tournament.name for tournament in self.tournaments]
         if len(set(names)) != len(names):
             raise ConfigError(f"game {name!r}: a tournament is named twice: {names}")
         for t in self.tournaments:
-            what = f"game {name!r}: tournament {t.name!r}"
+            what = f"tournament {t.name!r}"
             if not _SEASON_NAME.fullmatch(t.name):
-                raise ConfigError(f"{what}: name allows A-Z a-z 0-9 . _ - (1 to 32)")
+                raise ConfigError(f"game {name!r}: {what}: name allows A-Z a-z 0-9 . _ - (1 to 32)")
             if t.name in seasons:
-                raise ConfigError(f"{what}: a season has the same name; name them apart")
-            if t.end_ms <= t.start_ms:
-                raise ConfigError(f"{what}: end must be after start")
-            if t.start_ms % QUARTER_HOUR_MS or t.end_ms % QUARTER_HOUR_MS:
-                raise ConfigError(f"{what}: start and end must fall on a quarter hour")
+                raise ConfigError(f"game {name!r}: {what}: a season has the same name")
             for key in ("max_entries", "max_attempts"):
                 value = getattr(t, key)
                 if value is not None and (isinstance(value, bool) or value < 1):
-                    raise ConfigError(f"{what}: {key} must be at least 1, got {value}")
-            fits = self.codec(t.window).max_score
-            if self.max_score > fits:
-                raise ConfigError(
-                    f"{what}: max_score {self.max_score} does not fit its board exactly at "
-                    f"tie_resolution {self.tie_resolution.value!r}; the largest max_score "
-                    f"that fits is {fits}; shorten the tournament or use a coarser "
-                    f"tie_resolution"
-                )
+                    raise ConfigError(
+                        f"game {name!r}: {what}: {key} must be at least 1, got {value}"
+                    )
+            self._check_range(name, what, t.window)
 
 
 #: The longest a local period can be: one daylight-saving shift (at most an hour,

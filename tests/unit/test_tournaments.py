@@ -73,8 +73,8 @@ def test_a_tournament_is_a_window_listed_before_every_other_board() -> None:
 @pytest.mark.parametrize(
     ("table", "fragment"),
     [
-        ("cup = { start = 2026-06-01, end = 2026-06-01 }", "end must be after start"),
-        ("cup = { start = 2026-06-02, end = 2026-06-01 }", "end must be after start"),
+        ("cup = { start = 2026-06-01, end = 2026-06-01 }", "must end after it starts"),
+        ("cup = { start = 2026-06-02, end = 2026-06-01 }", "must end after it starts"),
         ('cup = { start = "2026-06-01T00:07:00Z", end = 2026-07-01 }', "quarter hour"),
         ("cup = { start = 2026-06-01, end = 2026-07-01, max_entries = 0 }", "max_entries"),
         ("cup = { start = 2026-06-01, end = 2026-07-01, max_attempts = -1 }", "max_attempts"),
@@ -100,7 +100,7 @@ def test_a_tournament_named_like_a_season_or_twice_is_refused() -> None:
         '[games."g"]\n[games."g".seasons]\ns1 = { start = 2026-06-01, end = 2026-07-01 }\n'
         '[games."g".tournaments]\ns1 = { start = 2026-06-01, end = 2026-07-01 }\n'
     )
-    with pytest.raises(ConfigError, match="same name"):
+    with pytest.raises(ConfigError, match="a season has the same name"):
         GameCatalog.from_toml(text)
     twice = GameConfig(tournaments=(Tournament("t", 0, 900_000), Tournament("t", 0, 900_000)))
     with pytest.raises(ConfigError, match="named twice"):
@@ -308,7 +308,7 @@ def test_lb_run_warns_when_some_partitions_get_no_seat() -> None:
     from flows.preflight import seat_warnings
 
     catalog = GameCatalog.from_toml(
-        '[default]\n[default.tournaments]\nduel = { start = 2026-06-01, end = 2026-07-01, '
+        "[default]\n[default.tournaments]\nduel = { start = 2026-06-01, end = 2026-07-01, "
         "max_entries = 2 }\n"
         '[games."big"]\nshards = 2\n[games."big".tournaments]\n'
         "cup = { start = 2026-06-01, end = 2026-07-01, max_entries = 16 }\n"
