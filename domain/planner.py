@@ -23,7 +23,7 @@ change a board and cost no Redis write at all.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, NamedTuple, TypeVar
 
@@ -412,7 +412,9 @@ class BoardPlanner:
         touched: set[str] = set()
         write = GroupWrite(keys=keys, seen_ttl_s=self._seen_ttl_s, expected=watermark)
         applied = noop = duplicates = saturated = 0
-        tally = _Tournaments(self, group, batch, field_name, reads.counts)
+        tally = _Tournaments(
+            group, batch, field_name, reads.counts, self._attempts, self._seats, self.cells
+        )
         # Per player: the values before the batch and as the batch goes.
         initial: dict[str, dict[str, int | None]] = {}
         working: dict[str, dict[str, int | None]] = {}
@@ -692,13 +694,18 @@ class _Tournaments:
 
     def __init__(
         self,
-        planner: BoardPlanner,
         group: _Group,
         batch: CheckedBatch,
         field_name: str,
         read: dict[tuple[str, str], int],
+        attempts: GenerationalCache[dict[str, int]],
+        seats: dict[tuple[str, str], int],
+        cells: Callable[[str, int], int],
     ) -> None:
-        self._planner = planner
+        """The caches are the planner's (read only here: :meth:`emit` hands updates to the plan)."""
+        self._attempts = attempts
+        self._seats_known = seats
+        self._cells = cells
         self._group = group
         self._tag = group.keys.tag
         self._topic = batch.topic
@@ -718,7 +725,7 @@ class _Tournaments:
     def _attempts_of(self, player: str, board: _Board, name: str) -> dict[str, int]:
         mine = self._working.get(player)
         if mine is None:
-            cached = self._planner._attempts.get((self._tag, player))
+            cached = self._attempts.get((self._tag, player))
             before = dict(cached) if cached is not None else {}
             self._initial[player] = before
             mine = self._working[player] = dict(before)
@@ -732,7 +739,7 @@ class _Tournaments:
         key = board.entries_key
         taken = self._seats.get(key)
         if taken is None:
-            known = self._planner._seats.get((key, self._field))
+            known = self._seats_known.get((key, self._field))
             taken = known if known is not None else self._read.get((key, self._field), 0)
             self._seats_before[key] = self._seats[key] = taken
         return taken
@@ -742,7 +749,7 @@ class _Tournaments:
         first = self._group.records[0]
         shards = max(1, first.game.shards)
         shard = shard_of(first.event.player_id, shards) or 0
-        self._cell = (self._partition * shards + shard, self._planner.cells(self._topic, shards))
+        self._cell = (self._partition * shards + shard, self._cells(self._topic, shards))
         return self._cell
 
     def attempt(self, board: _Board, player: str) -> bool:
