@@ -21,7 +21,7 @@ _MAX_LONG = 2**63 - 1
 _WINDOW_HELP = (
     "alltime, hourly, daily, weekly, monthly (the current one, in the game's reset time "
     "zone), daily:YYYY-MM-DD / weekly:YYYY-Www / monthly:YYYY-MM / hourly:YYYY-MM-DDTHH+hhmm, "
-    "or season:NAME"
+    "season:NAME or tournament:NAME"
 )
 
 Window = Annotated[str, Field(description=_WINDOW_HELP, examples=["weekly"])]
@@ -41,12 +41,22 @@ class WindowQuery(_Query):
     window: Window = DEFAULT_WINDOW
 
 
+RankMode = Annotated[
+    Literal["unique", "competition"],
+    Field(description='"competition": equal scores share a rank (1, 2, 2, 4)'),
+]
+
+
 class RankedQuery(WindowQuery):
     """Reads that report ranks: unique (default) or competition ("1224")."""
 
-    rank_mode: Literal["unique", "competition"] = Field(
-        "unique", description='"competition": equal scores share a rank (1, 2, 2, 4)'
-    )
+    rank_mode: RankMode = "unique"
+
+
+class TournamentsQuery(_Query):
+    """A player's tournaments (each its own board, so no window): how ranks are numbered."""
+
+    rank_mode: RankMode = "unique"
 
 
 class TopQuery(RankedQuery):
@@ -144,6 +154,32 @@ class Neighbors(BaseModel):
     above: list[Entry]
     player: Entry
     below: list[Entry]
+
+
+class PlayerTournament(BaseModel):
+    """Where a player stands in one tournament, and the attempts counted."""
+
+    tournament: str
+    window: str = Field(examples=["tournament:cup"])
+    startMs: int = Field(description="start of the tournament (epoch ms, inclusive)")
+    endMs: int = Field(description="end of the tournament (epoch ms, exclusive)")
+    status: Literal["upcoming", "running", "ended"] = Field(
+        description="by the server's clock against startMs/endMs"
+    )
+    rank: int | None = Field(description="1-based; null beyond the game's exact tier")
+    score: int
+    percentile: float | None
+    attempts: int = Field(description="the player's attempts counted so far")
+    maxAttempts: int | None = Field(description="null: unlimited")
+    maxEntries: int | None = Field(description="null: unlimited")
+
+
+class PlayerTournaments(BaseModel):
+    """The game's tournaments that have the player on their board, earliest start first."""
+
+    gameId: str
+    playerId: str
+    tournaments: list[PlayerTournament]
 
 
 class FriendsBoard(BaseModel):

@@ -36,16 +36,19 @@ from api.models import (
     Neighbors,
     NeighborsQuery,
     NoQuery,
+    PlayerTournaments,
     Rank,
     RankedQuery,
     ScoreEventIn,
     ScoreSubmission,
     TopPage,
     TopQuery,
+    TournamentsQuery,
     errors,
 )
 from domain.errors import QueryError
 from readers.async_boards import AsyncBoardReader
+from readers.boards import BoardReader
 from readers.friends import FriendsReader
 from readers.hot import HotReader
 
@@ -83,6 +86,11 @@ async def _friends(request: Request) -> FriendsReader:
     return reader
 
 
+async def _sync_boards(request: Request) -> BoardReader:
+    reader: BoardReader = request.app.state.boards
+    return reader
+
+
 async def _hot(request: Request) -> HotReader:
     reader: HotReader = request.app.state.hot
     return reader
@@ -100,6 +108,7 @@ AsyncBoards = Annotated[AsyncBoardReader, Depends(_boards)]
 FriendsOf = Annotated[FriendsReader, Depends(_friends)]
 Now = Annotated[int, Depends(_now)]
 HotOf = Annotated[HotReader, Depends(_hot)]
+SyncBoards = Annotated[BoardReader, Depends(_sync_boards)]
 _NoQuery = Annotated[NoQuery, Query()]
 
 
@@ -162,6 +171,23 @@ async def neighbors(
     if answer["player"] is None:
         raise _absent(player, answer["window"])
     return JSONResponse(answer)
+
+
+@router.get(
+    "/v1/leaderboards/{gameId}/players/{playerId}/tournaments",
+    response_model=PlayerTournaments,
+    responses=errors(400, 404, 500, 503),
+    summary="The tournaments a player is on the board of, with rank, score and attempts",
+)
+def player_tournaments(
+    game: GameId,
+    player: PlayerId,
+    q: Annotated[TournamentsQuery, Query()],
+    boards: SyncBoards,
+    now: Now,
+) -> Any:
+    """An empty list when the player is on no tournament board (still 200)."""
+    return JSONResponse(boards.player_tournaments(game, player, now_ms=now, ranks=q.rank_mode))
 
 
 @router.get(

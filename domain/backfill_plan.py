@@ -138,6 +138,11 @@ class BackfillPlan:
         """Records in the ranges (all games: Kafka cannot count one game's)."""
         return sum(end - first for first, end in self.ranges.values())
 
+    @property
+    def partition_counts(self) -> dict[str, int]:
+        """The topic's partition count (a tournament's seats are split over them)."""
+        return {self.topic: len(self.ranges)}
+
     def wants(self, tag: str) -> bool:
         """Whether a board group (``game`` or ``game/shard``) is part of this run."""
         return not self.games or tag.split("/", 1)[0] in self.games

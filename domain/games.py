@@ -42,10 +42,20 @@ from domain.windows import (
     zone_of,
 )
 
-__all__ = ["GameCatalog", "GameConfig", "Operator", "Order", "Season", "valid_game_id"]
+__all__ = [
+    "GameCatalog",
+    "GameConfig",
+    "Operator",
+    "Order",
+    "Season",
+    "Tournament",
+    "valid_game_id",
+]
 
 _GAME_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _SEASON_NAME = re.compile(r"[A-Za-z0-9._-]{1,32}")
+#: The keys of one tournament's table.
+_TOURNAMENT_KEYS = ("start", "end", "max_entries", "max_attempts")
 #: Every real UTC offset and DST transition is on a quarter hour; seasons must be
 #: too, so the validator can memoise a game's windows per quarter hour of event time.
 QUARTER_HOUR_MS = 900_000
@@ -73,6 +83,44 @@ class Season:
     @property
     def window(self) -> Window:
         return Window(WindowKind.SEASON, f"season:{self.name}", self.start_ms, self.end_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class Tournament:
+    """A named event-time range with its own board (``tournament:<name>``) and optional caps.
+
+    ``max_entries`` caps how many players get on the board and ``max_attempts``
+    how many of one player's events count (Nakama's ``max_size`` and
+    ``max_num_score``); ``None`` leaves it uncapped. Which players take the
+    seats is decided per source partition, so a replay decides the same
+    way whatever order the partitions are read in (:meth:`seats`).
+    """
+
+    name: str
+    start_ms: int
+    end_ms: int
+    max_entries: int | None = None
+    max_attempts: int | None = None
+
+    @property
+    def window(self) -> Window:
+        return Window(WindowKind.TOURNAMENT, f"tournament:{self.name}", self.start_ms, self.end_ms)
+
+    def seats(self, cell: int, cells: int) -> int | None:
+        """How many players one *cell* may admit (``None``: no ``max_entries``).
+
+        A cell is one source partition of one board group (cell
+        ``partition * shards + shard`` of ``partitions * shards``): only the
+        worker that owns the partition writes its players, so counting per
+        cell, atomically with the watermark, is deterministic under replay,
+        where "the first N players of the whole topic" is not (partitions
+        interleave differently on every run). The seats are split evenly; the
+        first ``max_entries % cells`` cells get one more.
+        """
+        if self.max_entries is None:
+            return None
+        share, extra = divmod(self.max_entries, max(1, cells))
+        return share + (1 if cell < extra else 0)
 
 
 class Operator(enum.StrEnum):
@@ -122,6 +170,7 @@ class GameConfig:
     monthly_retention_s: int = 5_356_800
     """62 days: a closed month stays readable for two more months."""
     seasons: tuple[Season, ...] = ()
+    tournaments: tuple[Tournament, ...] = ()
 
     @property
     def ascending(self) -> bool:
@@ -144,20 +193,28 @@ class GameConfig:
         )
 
     def keeps(self, kind: WindowKind) -> bool:
-        """Whether this game has boards of ``kind`` (seasons: when any is configured)."""
+        """Whether this game has boards of ``kind`` (seasons, tournaments: when configured)."""
         if kind is WindowKind.SEASON:
             return bool(self.seasons)
+        if kind is WindowKind.TOURNAMENT:
+            return bool(self.tournaments)
         return kind in self.windows
 
     def kept_kinds(self) -> tuple[WindowKind, ...]:
-        """The kinds of board the game keeps, seasons included, for messages."""
-        return self.windows + ((WindowKind.SEASON,) if self.seasons else ())
+        """The kinds of board the game keeps, seasons and tournaments included, for messages."""
+        return (
+            self.windows
+            + ((WindowKind.SEASON,) if self.seasons else ())
+            + ((WindowKind.TOURNAMENT,) if self.tournaments else ())
+        )
 
     def windows_at(self, ts_ms: int) -> tuple[Window, ...]:
         """Every board an event at ``ts_ms`` updates, narrowest first.
 
-        Seasons are included while ``ts_ms`` lies in them. Raises
-        :class:`EncodingError` for a time no window id can name.
+        Seasons and tournaments are included while ``ts_ms`` lies in them;
+        tournaments come first, so the planner counts every attempt before a
+        ``best`` fold may stop early. Raises :class:`EncodingError` for a time
+        no window id can name.
         """
         kinds = sorted(self.windows, key=NARROW_FIRST.__getitem__)
         out = [window_for(kind, ts_ms, self.calendar) for kind in kinds if kind in LISTED_KINDS]
@@ -165,6 +222,8 @@ class GameConfig:
         if seasons:
             at = next((i for i, w in enumerate(out) if w.kind is WindowKind.ALLTIME), len(out))
             out[at:at] = seasons
+        if self.tournaments:
+            out[0:0] = [t.window for t in self.tournaments if t.start_ms <= ts_ms < t.end_ms]
         return tuple(out)
 
     def stops_after(self, kind: WindowKind) -> bool:
@@ -173,7 +232,8 @@ class GameConfig:
         True when every board listed after ``kind`` (narrowest first) always
         contains its window: a wider board's best is then never below this one's.
         Weekly and monthly boards overlap without nesting, and seasons nest in
-        nothing but all-time, so those games keep folding past them.
+        nothing but all-time, so those games keep folding past them. A
+        tournament nests in nothing (and counts attempts), so never.
         """
         later = [k for k in self.kept_kinds() if NARROW_FIRST[k] > NARROW_FIRST[kind]]
         return all(k in CONTAINED_IN[kind] for k in later) and (
@@ -193,17 +253,27 @@ class GameConfig:
                     return season.window
             known = ", ".join(s.name for s in self.seasons) or "none"
             raise QueryError(f"unknown season {name!r} (seasons: {known})")
+        if window_id.startswith("tournament:"):
+            return self.tournament(window_id.removeprefix("tournament:")).window
         return window_from_id(window_id, self.calendar)
 
+    def tournament(self, name: str) -> Tournament:
+        """The configured tournament ``name``; :class:`QueryError` when there is none."""
+        for tournament in self.tournaments:
+            if tournament.name == name:
+                return tournament
+        known = ", ".join(t.name for t in self.tournaments) or "none"
+        raise QueryError(f"unknown tournament {name!r} (tournaments: {known})")
+
     def parse_window(self, spec: str, now_ms: int) -> Window:
-        """A reader's window argument in this game: a kind, an id or ``season:<name>``."""
-        if spec.startswith("season:"):
+        """A reader's window argument: a kind, an id, ``season:<name>`` or ``tournament:<name>``."""
+        if spec.startswith(("season:", "tournament:")):
             return self.window(spec)
         return parse_window(spec, now_ms, self.calendar)
 
     def expire_at_ms(self, window: Window) -> int | None:
-        """When a window's key may be dropped (``None``: never, for all-time and seasons)."""
-        if window.end_ms is None or window.kind is WindowKind.SEASON:
+        """When a window's key may be dropped (``None``: never: all-time, seasons, tournaments)."""
+        if window.end_ms is None or window.kind in (WindowKind.SEASON, WindowKind.TOURNAMENT):
             return None
         retention_s = {
             WindowKind.HOURLY: self.hourly_retention_s,
@@ -268,20 +338,45 @@ class GameConfig:
         if len(set(names)) != len(names):
             raise ConfigError(f"game {name!r}: a season is named twice: {names}")
         for season in self.seasons:
-            if season.end_ms <= season.start_ms:
-                raise ConfigError(f"game {name!r}: season {season.name!r} must end after it starts")
-            if season.start_ms % QUARTER_HOUR_MS or season.end_ms % QUARTER_HOUR_MS:
-                raise ConfigError(
-                    f"game {name!r}: season {season.name!r} must start and end on a quarter hour"
-                )
-            fits = self.codec(season.window).max_score
-            if self.max_score > fits:
-                raise ConfigError(
-                    f"game {name!r}: max_score {self.max_score} does not fit season "
-                    f"{season.name!r} exactly at tie_resolution {self.tie_resolution.value!r}; "
-                    f"the largest max_score that fits is {fits}; shorten the season or use "
-                    f"a coarser tie_resolution"
-                )
+            self._check_range(name, f"season {season.name!r}", season.window)
+        self._validate_tournaments(name, set(names))
+
+    def _check_range(self, game: str, what: str, window: Window) -> None:
+        """Refuse a season's or tournament's range that cannot be served (``what`` names it).
+
+        It must end after it starts, on quarter hours, and ``max_score`` must fit its board.
+        """
+        assert window.start_ms is not None and window.end_ms is not None
+        if window.end_ms <= window.start_ms:
+            raise ConfigError(f"game {game!r}: {what} must end after it starts")
+        if window.start_ms % QUARTER_HOUR_MS or window.end_ms % QUARTER_HOUR_MS:
+            raise ConfigError(f"game {game!r}: {what} must start and end on a quarter hour")
+        fits = self.codec(window).max_score
+        if self.max_score > fits:
+            raise ConfigError(
+                f"game {game!r}: max_score {self.max_score} does not fit {what} "
+                f"exactly at tie_resolution {self.tie_resolution.value!r}; the largest "
+                f"max_score that fits is {fits}; shorten the {window.kind.value} or use "
+                f"a coarser tie_resolution"
+            )
+
+    def _validate_tournaments(self, name: str, seasons: set[str]) -> None:
+        names = [tournament.name for tournament in self.tournaments]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"game {name!r}: a tournament is named twice: {names}")
+        for t in self.tournaments:
+            what = f"tournament {t.name!r}"
+            if not _SEASON_NAME.fullmatch(t.name):
+                raise ConfigError(f"game {name!r}: {what}: name allows A-Z a-z 0-9 . _ - (1 to 32)")
+            if t.name in seasons:
+                raise ConfigError(f"game {name!r}: {what}: a season has the same name")
+            for key in ("max_entries", "max_attempts"):
+                value = getattr(t, key)
+                if value is not None and (isinstance(value, bool) or value < 1):
+                    raise ConfigError(
+                        f"game {name!r}: {what}: {key} must be at least 1, got {value}"
+                    )
+            self._check_range(name, what, t.window)
 
 
 #: The longest a local period can be: one daylight-saving shift (at most an hour,
@@ -404,7 +499,7 @@ _KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "monthly_retention_seconds": ("monthly_retention_s", _positive_int),
 }
 #: Keys parsed after the others because they depend on each other or on the zone.
-_CALENDAR_KEYS = ("reset_timezone", "week_start", "seasons")
+_CALENDAR_KEYS = ("reset_timezone", "week_start", "seasons", "tournaments")
 
 
 def _zone(value: Any) -> str:
@@ -467,6 +562,47 @@ def _seasons(value: Any, calendar: Calendar) -> tuple[Season, ...]:
     return tuple(out)
 
 
+def _optional_count(table: dict[str, Any], key: str) -> int | None:
+    if key not in table:
+        return None
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{key} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def _tournaments(value: Any, calendar: Calendar) -> tuple[Tournament, ...]:
+    if not isinstance(value, dict):
+        raise ValueError(
+            f"expected a table of name = {{start = ..., end = ..., max_entries = ..., "
+            f"max_attempts = ...}}, got {value!r}"
+        )
+    out = []
+    for name, table in value.items():
+        if not _SEASON_NAME.fullmatch(name):
+            raise ValueError(f"tournament name {name!r}: allowed A-Z a-z 0-9 . _ - (1 to 32)")
+        if not isinstance(table, dict):
+            raise ValueError(f"tournament {name!r}: expected a table, got {table!r}")
+        unknown = sorted(set(table) - set(_TOURNAMENT_KEYS))
+        if unknown:
+            raise ValueError(
+                f"tournament {name!r}: unknown key {unknown[0]!r} "
+                f"(known keys: {', '.join(_TOURNAMENT_KEYS)})"
+            )
+        missing = [key for key in ("start", "end") if key not in table]
+        if missing:
+            raise ValueError(f"tournament {name!r}: {missing[0]} is required")
+        try:
+            start = _instant_ms(table["start"], calendar)
+            end = _instant_ms(table["end"], calendar)
+            entries = _optional_count(table, "max_entries")
+            attempts = _optional_count(table, "max_attempts")
+        except ValueError as exc:
+            raise ValueError(f"tournament {name!r}: {exc}") from None
+        out.append(Tournament(name, start, end, entries, attempts))
+    return tuple(out)
+
+
 def _layer(base: GameConfig, table: Any, source: str, where: str) -> GameConfig:
     """``base`` with the keys of one TOML table applied; unknown keys are refused."""
     if not isinstance(table, dict):
@@ -496,6 +632,9 @@ def _layer(base: GameConfig, table: Any, source: str, where: str) -> GameConfig:
         key = "seasons"
         if "seasons" in table:
             changes["seasons"] = _seasons(table["seasons"], calendar)
+        key = "tournaments"
+        if "tournaments" in table:
+            changes["tournaments"] = _tournaments(table["tournaments"], calendar)
     except ValueError as exc:
         raise ConfigError(f"{source}: {where} {key}: {exc}") from exc
     return replace(base, **changes)

@@ -13,6 +13,11 @@ and its bookkeeping share one cluster slot and can change in one MULTI/EXEC:
 ``<ns>:{<tag>}:meta:seen:<bucket>`` hash eventId -> record timestamp (dedupe)
 ``<ns>:{<tag>}:meta:boards``        set of window ids ever written (for RETRACT)
 ``<ns>:{<tag>}:meta:stats``         hash of exactly-once counters
+``<ns>:{<tag>}:tournament:<name>``  a tournament's board (sorted set, never expires)
+``<ns>:{<tag>}:meta:attempts:<name>`` hash playerId -> attempts counted in tournament
+                                    ``<name>`` (a player is entered once it has one)
+``<ns>:{<tag>}:meta:entries:<name>`` hash ``<topic>/<partition>`` -> players that
+                                    partition entered in tournament ``<name>``
 ``<ns>:{@<topic>/<p>}:meta:progress`` per source partition: ``@`` -> offset applied
                                     everywhere, ``<tag>`` -> that group's last
                                     acknowledged watermark (``domain.healing``)
@@ -90,6 +95,14 @@ class GroupKeys:
     @property
     def stats(self) -> str:
         return f"{self.prefix}meta:stats"
+
+    def attempts(self, tournament: str) -> str:
+        """Per player: the attempts counted in one tournament (written with the boards)."""
+        return f"{self.prefix}meta:attempts:{tournament}"
+
+    def entries(self, tournament: str) -> str:
+        """Per source partition: the players it entered in one tournament (its seats taken)."""
+        return f"{self.prefix}meta:entries:{tournament}"
 
     @property
     def changes(self) -> str:

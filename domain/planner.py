@@ -23,23 +23,30 @@ change a board and cost no Redis write at all.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
+from domain.errors import ConfigError
 from domain.events import EventKind
-from domain.games import GameConfig, Operator
+from domain.games import GameConfig, Operator, Tournament
 from domain.keys import GroupKeys, shard_tag, watermark_field
 from domain.operators import apply_composite, apply_composite_asc
 from domain.records import Accepted, CheckedBatch
 from domain.scoring import TieCodec
-from domain.windows import Window
+from domain.windows import Window, WindowKind
 
 #: Counter names kept in ``meta:stats`` (written in the same transaction as the boards).
 APPLIED = "applied"
 NOOP = "noop"
 DUPLICATE = "duplicate"
 SATURATED = "saturated"
+#: Tournament refusals (counted besides the outcome above, never dead-lettered): the
+#: player's partition has no seat left, or the player has used every attempt.
+TOURNAMENT_FULL = "tournament_full"
+ATTEMPTS_USED_UP = "attempts_used_up"
+#: Every counter of ``meta:stats``; the first three partition the accepted records.
+COUNTERS = (APPLIED, NOOP, DUPLICATE, SATURATED, TOURNAMENT_FULL, ATTEMPTS_USED_UP)
 
 
 def shard_of(player_id: str, shards: int) -> int | None:
@@ -61,23 +68,27 @@ def group_tag(rec: Accepted) -> str:
     return shard_tag(game_id, shard_of(rec.event.player_id, shards))
 
 
-class GenerationalCache:
+_V = TypeVar("_V")
+
+
+class GenerationalCache(Generic[_V]):
     """A bounded map with O(1) generational eviction instead of per-access LRU upkeep.
 
     New entries go to the young generation; when it is full the old
     generation is dropped and the young one becomes old. A hit in the old
     generation is promoted. Memory stays under ``2 * capacity`` entries.
-    Values are a player's known board values: ``{window id: composite or None}``.
+    Values are a player's known board values (``{window id: composite or
+    None}``) or tournament attempts (``{tournament: attempts}``).
     """
 
     def __init__(self, capacity: int) -> None:
         self._capacity = max(1, capacity)
-        self._young: dict[tuple[str, str], dict[str, int | None]] = {}
-        self._old: dict[tuple[str, str], dict[str, int | None]] = {}
+        self._young: dict[tuple[str, str], _V] = {}
+        self._old: dict[tuple[str, str], _V] = {}
         #: Whether an entry was ever dropped (a miss may then be a forgotten value).
         self.evicted = False
 
-    def get(self, key: tuple[str, str]) -> dict[str, int | None] | None:
+    def get(self, key: tuple[str, str]) -> _V | None:
         found = self._young.get(key)
         if found is None:
             found = self._old.pop(key, None)
@@ -85,7 +96,7 @@ class GenerationalCache:
                 self.put(key, found)
         return found
 
-    def put(self, key: tuple[str, str], value: dict[str, int | None]) -> None:
+    def put(self, key: tuple[str, str], value: _V) -> None:
         if len(self._young) >= self._capacity and key not in self._young:
             self.evicted = self.evicted or bool(self._old)
             self._old = self._young
@@ -114,6 +125,10 @@ class _Board:
     ascending: bool = False
     #: An unchanged ``best`` here leaves every wider board of the record unchanged.
     stop: bool = True
+    #: A tournament's board: its caps, and the keys of its attempts and seats.
+    tournament: Tournament | None = None
+    attempts_key: str = ""
+    entries_key: str = ""
 
 
 #: A member whose value was never read (a RETRACT removes it without looking).
@@ -128,9 +143,11 @@ class Lookups:
     seen: list[tuple[str, list[str]]] = field(default_factory=list)
     scores: list[tuple[str, list[str]]] = field(default_factory=list)
     registries: list[str] = field(default_factory=list)
+    #: Tournament counts (``HMGET``): players' attempts, partitions' seats taken.
+    counts: list[tuple[str, list[str]]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.watermarks or self.seen or self.scores or self.registries)
+        return bool(self.watermarks or self.seen or self.scores or self.registries or self.counts)
 
 
 @dataclass
@@ -141,6 +158,7 @@ class LookupResults:
     seen: list[list[int | None]] = field(default_factory=list)
     scores: list[list[float | int | None]] = field(default_factory=list)
     registries: list[set[str]] = field(default_factory=list)
+    counts: list[list[int | None]] = field(default_factory=list)
 
 
 class Change(NamedTuple):
@@ -177,6 +195,9 @@ class GroupWrite:
     stats: dict[str, int] = field(default_factory=dict)
     #: What changed, appended to the group's change stream in the same atomic write.
     changes: list[Change] = field(default_factory=list)
+    #: Tournament counts set to absolute values (``HSET key field value``): a
+    #: player's attempts, a partition's seats taken.
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -189,6 +210,10 @@ class WritePlan:
     watermark_updates: dict[tuple[str, str], int] = field(default_factory=dict)
     #: Windows newly registered per registry key (SADDed by this plan).
     registry_updates: dict[str, set[str]] = field(default_factory=dict)
+    #: Per (tag, player): the tournament attempts known after this plan.
+    attempt_updates: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    #: Per (entries key, partition field): the seats taken after this plan.
+    seat_updates: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def totals(self) -> dict[str, int]:
         """Counters summed over groups (for logs and metrics)."""
@@ -213,17 +238,22 @@ class BoardPlanner:
         namespace: str,
         dedupe_horizon_ms: int,
         cache_capacity: int = 2_000_000,
+        partitions: Mapping[str, int] | None = None,
         *,
         changes: bool = True,
         fresh: bool = False,
     ) -> None:
-        """``changes=False``: no change-stream entries (a replay nobody subscribes to).
+        """A planner for ``namespace``.
 
-        ``fresh=True`` promises that the namespace held none of this planner's
-        players' board values when it started and that only this planner
-        writes them (a replay into a namespace it just dropped, its partitions
-        its own): until the cache first evicts, a player it has not seen has
-        no value anywhere, so no board value is read from Redis.
+        ``partitions`` gives each source topic's partition count, which splits
+        a tournament's ``max_entries`` into per-partition seats; it is only
+        needed when a game has such a tournament (see :meth:`know_partitions`).
+        ``changes=False``: no change-stream entries (a replay nobody subscribes
+        to). ``fresh=True`` promises that the namespace held none of this
+        planner's players' board values when it started and that only this
+        planner writes them (a replay into a namespace it just dropped, its
+        partitions its own): until the cache first evicts, a player it has not
+        seen has no board value anywhere, so none is read from Redis.
         """
         self._namespace = namespace
         self._changes = changes
@@ -233,7 +263,12 @@ class BoardPlanner:
         # bucket b+1 ends; the TTL runs from the bucket's last write, so two
         # horizons plus a minute of lag suffice.
         self._seen_ttl_s = 2 * self._horizon_ms // 1000 + 60
-        self._entries = GenerationalCache(cache_capacity)
+        self._entries: GenerationalCache[dict[str, int | None]] = GenerationalCache(cache_capacity)
+        #: Per (tag, player): {tournament: attempts counted} (read on a miss).
+        self._attempts: GenerationalCache[dict[str, int]] = GenerationalCache(cache_capacity)
+        #: Per (entries key, partition field): seats that partition took (read on a miss).
+        self._seats: dict[tuple[str, str], int] = {}
+        self._partitions: dict[str, int] = dict(partitions or {})
         self._watermarks: dict[tuple[str, str], int] = {}
         # Complete registries (read from Redis, then kept up to date) ...
         self._registries: dict[str, set[str]] = {}
@@ -249,7 +284,7 @@ class BoardPlanner:
         need = Lookups()
         field_name = watermark_field(batch.topic, batch.partition)
         horizon = self._horizon_ms
-        ask_values = not self._fresh or self._entries.evicted
+        fresh = self._fresh
         for group in self._groups(batch):
             keys = group.keys
             tag = keys.tag
@@ -257,6 +292,7 @@ class BoardPlanner:
                 need.watermarks.append((keys.watermarks, field_name))
             buckets: dict[int, list[str]] = {}
             missing: dict[str, list[str]] = {}
+            counts: dict[str, list[str]] = {}
             retracts = False
             asked: set[tuple[str, str]] = set()
             for rec in group.records:
@@ -269,12 +305,14 @@ class BoardPlanner:
                 if event.kind is EventKind.RETRACT:
                     retracts = True
                     continue
-                if not ask_values:
-                    continue
                 player = event.player_id
                 known = self._entries.get((tag, player))
+                # Fresh: judged after the get, which may itself have evicted someone.
+                ask = not fresh or self._entries.evicted
                 for window in rec.windows:
-                    if known is None or window.id not in known:
+                    if window.kind is WindowKind.TOURNAMENT:
+                        self._count_lookups(keys, rec, window, field_name, asked, counts)
+                    if ask and (known is None or window.id not in known):
                         board = self._board(keys, rec, window)
                         if (board.key, player) not in asked:
                             asked.add((board.key, player))
@@ -295,7 +333,37 @@ class BoardPlanner:
             if retracts and keys.boards not in self._registries:
                 need.registries.append(keys.boards)
             need.scores.extend(missing.items())
+            need.counts.extend(counts.items())
         return need
+
+    def _count_lookups(
+        self,
+        keys: GroupKeys,
+        rec: Accepted,
+        window: Window,
+        field_name: str,
+        asked: set[tuple[str, str]],
+        counts: dict[str, list[str]],
+    ) -> None:
+        """Ask for a tournament's attempts of the player, and its partition's seats, if unknown."""
+        board = self._board(keys, rec, window)
+        tournament = board.tournament
+        assert tournament is not None
+        player = rec.event.player_id
+        known = self._attempts.get((keys.tag, player))
+        if (known is None or tournament.name not in known) and (
+            board.attempts_key,
+            player,
+        ) not in asked:
+            asked.add((board.attempts_key, player))
+            counts.setdefault(board.attempts_key, []).append(player)
+        if (
+            tournament.max_entries is not None
+            and (board.entries_key, field_name) not in self._seats
+            and (board.entries_key, field_name) not in asked
+        ):
+            asked.add((board.entries_key, field_name))
+            counts.setdefault(board.entries_key, []).append(field_name)
 
     # -- phase 2 ---------------------------------------------------------------
 
@@ -317,12 +385,15 @@ class BoardPlanner:
             for player, answer in zip(players, answers, strict=True):
                 scores_read[(key, player)] = None if answer is None else int(answer)
         registries_read = dict(zip(lookups.registries, results.registries, strict=True))
+        counts_read: dict[tuple[str, str], int] = {}
+        for (key, names), counts in zip(lookups.counts, results.counts, strict=True):
+            for name, count in zip(names, counts, strict=True):
+                counts_read[(key, name)] = 0 if count is None else int(count)
 
         plan = WritePlan(partition=batch.partition)
+        reads = _Reads(wm_read, seen_read, scores_read, registries_read, counts_read)
         for group in self._groups(batch):
-            write = self._plan_group(
-                group, field_name, wm_read, seen_read, scores_read, registries_read, plan
-            )
+            write = self._plan_group(group, batch, field_name, reads, plan)
             if write is not None:
                 plan.groups.append(write)
         return plan
@@ -330,13 +401,13 @@ class BoardPlanner:
     def _plan_group(
         self,
         group: _Group,
+        batch: CheckedBatch,
         field_name: str,
-        wm_read: dict[str, int],
-        seen_read: dict[str, dict[str, int]],
-        scores_read: dict[tuple[str, str], int | None],
-        registries_read: dict[str, set[str]],
+        reads: _Reads,
         plan: WritePlan,
     ) -> GroupWrite | None:
+        wm_read, seen_read, scores_read = reads.watermarks, reads.seen, reads.scores
+        registries_read = reads.registries
         keys = group.keys
         tag = keys.tag
         wm_key = (keys.watermarks, field_name)
@@ -358,6 +429,9 @@ class BoardPlanner:
         touched: set[str] = set()
         write = GroupWrite(keys=keys, seen_ttl_s=self._seen_ttl_s, expected=watermark)
         applied = noop = duplicates = saturated = 0
+        tally = _Tournaments(
+            group, batch, field_name, reads.counts, self._attempts, self._seats, self.cells
+        )
         # Per player: the values before the batch and as the batch goes.
         initial: dict[str, dict[str, int | None]] = {}
         working: dict[str, dict[str, int | None]] = {}
@@ -425,6 +499,10 @@ class BoardPlanner:
                 capped = False
                 for window in rec.windows:
                     board = self._board(keys, rec, window)
+                    if board.tournament is not None:
+                        if not tally.attempt(board, player):
+                            continue  # refused (counted): this board only, not the others
+                        changed = True  # an attempt counted: the record changed state
                     window_id = board.window_id
                     if window_id not in touched:
                         # Registered with every write that touches the window, not
@@ -474,6 +552,7 @@ class BoardPlanner:
                 noop += 1
 
         write.stats = {APPLIED: applied, NOOP: noop, DUPLICATE: duplicates, SATURATED: saturated}
+        tally.emit(write, plan)
         for player, mine in working.items():
             before = initial[player]
             for window_id, value in mine.items():
@@ -499,6 +578,9 @@ class BoardPlanner:
         """Redis acknowledged ``plan``: the caches may now rely on it."""
         for member, values in plan.cache_updates.items():
             self._entries.put(member, values)
+        for member, attempts in plan.attempt_updates.items():
+            self._attempts.put(member, attempts)
+        self._seats.update(plan.seat_updates)
         self._watermarks.update(plan.watermark_updates)
         for registry_key, added in plan.registry_updates.items():
             self._registered.setdefault(registry_key, set()).update(added)
@@ -531,6 +613,8 @@ class BoardPlanner:
         """
         self._entries = GenerationalCache(self._entries.capacity)
         self._fresh = False  # Redis changed under us: what it holds is no longer ours alone
+        self._attempts = GenerationalCache(self._attempts.capacity)
+        self._seats.clear()
         self._registries.clear()
         self._registered.clear()
         self._watermarks.update(corrected)
@@ -540,6 +624,24 @@ class BoardPlanner:
         for key, value in zip(lookups.registries, results.registries, strict=True):
             if key not in self._registries:
                 self._registries[key] = set(value) | self._registered.get(key, set())
+
+    def know_partitions(self, topic: str, count: int) -> None:
+        """``topic`` has ``count`` partitions (splits tournaments' ``max_entries``)."""
+        self._partitions[topic] = count
+
+    def cells(self, topic: str, shards: int) -> int:
+        """How many seat cells a tournament of a game split over ``shards`` has on ``topic``.
+
+        :class:`ConfigError` when the topic's partition count was never given:
+        guessing it would split the seats differently from the live job.
+        """
+        count = self._partitions.get(topic)
+        if count is None:
+            raise ConfigError(
+                f"the partition count of topic {topic!r} is unknown: a tournament with "
+                f"max_entries splits its seats by it (BoardPlanner(partitions=...))"
+            )
+        return count * max(1, shards)
 
     # -- helpers ---------------------------------------------------------------
 
@@ -565,6 +667,11 @@ class BoardPlanner:
             codec = rec.game.codec(window)
             unit = codec.resolution.unit_ms
             expire_ms = rec.game.expire_at_ms(window)
+            tournament = (
+                rec.game.tournament(window.id.removeprefix("tournament:"))
+                if window.kind is WindowKind.TOURNAMENT
+                else None
+            )
             board = self._boards[spec_key] = _Board(
                 key=keys.board(window.id),
                 window_id=window.id,
@@ -574,8 +681,137 @@ class BoardPlanner:
                 expire_at_s=None if expire_ms is None else -(-expire_ms // 1000),
                 ascending=codec.ascending,
                 stop=rec.game.stops_after(window.kind),
+                tournament=tournament,
+                attempts_key="" if tournament is None else keys.attempts(tournament.name),
+                entries_key="" if tournament is None else keys.entries(tournament.name),
             )
         return board
+
+
+@dataclass(frozen=True, slots=True)
+class _Reads:
+    """A batch's lookup answers, by key."""
+
+    watermarks: dict[str, int]
+    seen: dict[str, dict[str, int]]
+    scores: dict[tuple[str, str], int | None]
+    registries: dict[str, set[str]]
+    counts: dict[tuple[str, str], int]
+
+
+class _Tournaments:
+    """One group write's tournament bookkeeping: who may enter, whose attempt counts.
+
+    Rules (docs/GAMES.md, "Tournaments"): a player's first counted attempt
+    takes one of its partition's seats in this group (``Tournament.seats``);
+    with none left the attempt is refused as ``tournament_full``. A player
+    who used ``max_attempts`` is refused as ``attempts_used_up``. A refusal
+    only keeps the event off that tournament's board. Counts start from the
+    planner's caches or the batch's read and end in :meth:`emit`, written with
+    the boards and the watermark.
+    """
+
+    def __init__(
+        self,
+        group: _Group,
+        batch: CheckedBatch,
+        field_name: str,
+        read: dict[tuple[str, str], int],
+        attempts: GenerationalCache[dict[str, int]],
+        seats: dict[tuple[str, str], int],
+        cells: Callable[[str, int], int],
+    ) -> None:
+        """The caches are the planner's (read only here: :meth:`emit` hands updates to the plan)."""
+        self._attempts = attempts
+        self._seats_known = seats
+        self._cells = cells
+        self._group = group
+        self._tag = group.keys.tag
+        self._topic = batch.topic
+        self._partition = batch.partition
+        self._field = field_name
+        self._read = read
+        self._cell: tuple[int, int] | None = None  # (cell, cells), when first needed
+        # Per player: attempts per tournament before the batch and as it goes.
+        self._initial: dict[str, dict[str, int]] = {}
+        self._working: dict[str, dict[str, int]] = {}
+        # Per entries key: seats this partition took, before and as the batch goes.
+        self._seats_before: dict[str, int] = {}
+        self._seats: dict[str, int] = {}
+        self.full = 0
+        self.used_up = 0
+
+    def _attempts_of(self, player: str, board: _Board, name: str) -> dict[str, int]:
+        mine = self._working.get(player)
+        if mine is None:
+            cached = self._attempts.get((self._tag, player))
+            before = dict(cached) if cached is not None else {}
+            self._initial[player] = before
+            mine = self._working[player] = dict(before)
+        if name not in mine:
+            count = self._read.get((board.attempts_key, player), 0)
+            self._initial[player][name] = count
+            mine[name] = count
+        return mine
+
+    def _taken(self, board: _Board) -> int:
+        key = board.entries_key
+        taken = self._seats.get(key)
+        if taken is None:
+            known = self._seats_known.get((key, self._field))
+            taken = known if known is not None else self._read.get((key, self._field), 0)
+            self._seats_before[key] = self._seats[key] = taken
+        return taken
+
+    def _locate(self) -> tuple[int, int]:
+        """The seat cell of the group and the batch's partition: ``partition * shards + shard``."""
+        first = self._group.records[0]
+        shards = max(1, first.game.shards)
+        shard = shard_of(first.event.player_id, shards) or 0
+        self._cell = (self._partition * shards + shard, self._cells(self._topic, shards))
+        return self._cell
+
+    def attempt(self, board: _Board, player: str) -> bool:
+        """Count one attempt of ``player`` on a tournament board; False when refused."""
+        tournament = board.tournament
+        assert tournament is not None
+        name = tournament.name
+        mine = self._attempts_of(player, board, name)
+        used = mine[name]
+        if used == 0:
+            if tournament.max_entries is not None:
+                cell, cells = self._cell or self._locate()
+                taken = self._taken(board)
+                seats = tournament.seats(cell, cells)
+                if seats is not None and taken >= seats:
+                    self.full += 1
+                    return False
+                self._seats[board.entries_key] = taken + 1
+        elif tournament.max_attempts is not None and used >= tournament.max_attempts:
+            self.used_up += 1
+            return False
+        mine[name] = used + 1
+        return True
+
+    def emit(self, write: GroupWrite, plan: WritePlan) -> None:
+        """Changed counts into the write, every known count into the plan's cache updates."""
+        if not self._working:
+            return
+        if self.full:
+            write.stats[TOURNAMENT_FULL] = self.full
+        if self.used_up:
+            write.stats[ATTEMPTS_USED_UP] = self.used_up
+        keys = self._group.keys
+        for player, mine in self._working.items():
+            before = self._initial[player]
+            for name, count in mine.items():
+                if count != before.get(name):
+                    write.counts.setdefault(keys.attempts(name), {})[player] = count
+            plan.attempt_updates[(self._tag, player)] = mine
+        for key, taken in self._seats.items():
+            if taken != self._seats_before.get(key):
+                write.counts.setdefault(key, {})[self._field] = taken
+            plan.seat_updates[(key, self._field)] = taken
 
 
 def group_changes(

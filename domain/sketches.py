@@ -365,12 +365,15 @@ def windows_to_publish(
     """
     out: list[Window] = []
     cal = config.calendar
-    for season in config.seasons:
-        # A season's board while it takes events, and once more after it settles.
-        if season.start_ms <= now_ms + config.future_skew_ms and (
-            season.end_ms + config.lateness_ms + settle_ms > now_ms
+    ranges = [season.window for season in config.seasons]
+    ranges += [tournament.window for tournament in config.tournaments]
+    for ranged in ranges:
+        # A season's (tournament's) board while it takes events, and once more after it settles.
+        assert ranged.start_ms is not None and ranged.end_ms is not None
+        if ranged.start_ms <= now_ms + config.future_skew_ms and (
+            ranged.end_ms + config.lateness_ms + settle_ms > now_ms
         ):
-            out.append(season.window)
+            out.append(ranged)
     for kind in config.windows:
         current = window_for(kind, now_ms, cal)
         if kind is WindowKind.ALLTIME or current.start_ms is None or current.end_ms is None:

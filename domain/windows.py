@@ -78,6 +78,8 @@ class WindowKind(enum.StrEnum):
     MONTHLY = "monthly"
     SEASON = "season"
     """A named, configured range (``season:s3``); never listed in ``windows``."""
+    TOURNAMENT = "tournament"
+    """A named, configured range with entry and attempt caps (``tournament:cup``)."""
 
 
 #: The kinds a game's ``windows`` list may name (seasons come from their own table).
@@ -99,11 +101,15 @@ CONTAINED_IN: dict[WindowKind, frozenset[WindowKind]] = {
     WindowKind.WEEKLY: frozenset({WindowKind.ALLTIME}),
     WindowKind.MONTHLY: frozenset({WindowKind.ALLTIME}),
     WindowKind.SEASON: frozenset({WindowKind.ALLTIME}),
+    WindowKind.TOURNAMENT: frozenset(),
     WindowKind.ALLTIME: frozenset(),
 }
 
-#: Narrowest first: the order a record's windows are listed in.
+#: Narrowest first: the order a record's windows are listed in. Tournaments come
+#: before everything: a capped board must see every attempt, so no "cannot improve"
+#: shortcut of a ``best`` fold may skip it (``domain.planner``).
 NARROW_FIRST: dict[WindowKind, int] = {
+    WindowKind.TOURNAMENT: -1,
     WindowKind.HOURLY: 0,
     WindowKind.DAILY: 1,
     WindowKind.WEEKLY: 2,
@@ -222,8 +228,8 @@ def window_for(kind: WindowKind, ts_ms: int, calendar: Calendar = UTC_CALENDAR) 
     """
     if kind is WindowKind.ALLTIME:
         return _ALLTIME
-    if kind is WindowKind.SEASON:
-        raise ValueError("season windows come from the game's seasons table")
+    if kind in (WindowKind.SEASON, WindowKind.TOURNAMENT):
+        raise ValueError(f"{kind.value} windows come from the game's {kind.value}s table")
     if calendar.is_utc:
         day = ts_ms // DAY_MS
         if kind is WindowKind.DAILY:
@@ -331,7 +337,7 @@ def window_from_id(window_id: str, calendar: Calendar = UTC_CALENDAR) -> Window:
 
     Used to turn a reader's request or a stored key back into bounds; raises
     :class:`QueryError` for anything that is not a real period of ``calendar``.
-    Season ids need the game's seasons table (``GameConfig.window``).
+    Season and tournament ids need the game's tables (``GameConfig.window``).
     """
     if window_id == WindowKind.ALLTIME.value:
         return _ALLTIME

@@ -62,6 +62,30 @@ def check_services(settings: Settings, *, need_dead_letter_topic: bool) -> dict[
     return topics
 
 
+def seat_warnings(catalog: GameCatalog, partitions: int) -> list[str]:
+    """Tournaments whose ``max_entries`` leaves some partition without a seat.
+
+    Seats are split per partition (``domain.games.Tournament.seats``), so
+    with fewer seats than partitions the players of some partitions can never
+    enter. Warned, not refused: the topic, not the file, is what changed.
+    """
+    configs = dict(catalog.games())
+    if catalog.default is not None:
+        configs["[default]"] = catalog.default
+    out = []
+    for name, config in sorted(configs.items()):
+        cells = partitions * max(1, config.shards)
+        for tournament in config.tournaments:
+            if tournament.max_entries is not None and tournament.max_entries < cells:
+                out.append(
+                    f"game {name!r}: tournament {tournament.name!r} has max_entries "
+                    f"{tournament.max_entries} for {cells} seat cells ({partitions} partitions"
+                    f" x {max(1, config.shards)} shards): the players of "
+                    f"{cells - tournament.max_entries} cells can never enter (docs/GAMES.md)"
+                )
+    return out
+
+
 def describe_games(catalog: GameCatalog, games_file: object) -> str:
     """The games the job serves, for its start line."""
     if games_file is None:

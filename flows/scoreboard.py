@@ -57,7 +57,9 @@ def _install_stop_handlers(stop: StopSignal) -> None:
         pass
 
 
-def _checked(dead_letters: bool, namespace: str | None) -> tuple[Settings, preflight.JobConfig]:
+def _checked(
+    dead_letters: bool, namespace: str | None
+) -> tuple[Settings, preflight.JobConfig, dict[str, int]]:
     """Settings, games and keys checked, and the services asked once, before the flow exists.
 
     Started by hand (``python -m bytewax.run``), a mistake would otherwise
@@ -67,12 +69,12 @@ def _checked(dead_letters: bool, namespace: str | None) -> tuple[Settings, prefl
     try:
         settings = Settings.from_env()
         config = preflight.job_config(settings)
-        preflight.check_services(settings, need_dead_letter_topic=dead_letters)
+        topics = preflight.check_services(settings, need_dead_letter_topic=dead_letters)
         job.start(settings, FLOW_ID, namespace)  # metrics, health, logs (issue 13)
     except LeaderboardError as exc:
         print(f"{FLOW_ID}: error: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(2) from exc
-    return settings, config
+    return settings, config, topics
 
 
 def build(
@@ -85,9 +87,13 @@ def build(
     ``dead_letters=False`` leaves the dead-letter topic alone (a rebuild
     replays records the live job already dead-lettered).
     """
-    settings, config = _checked(dead_letters, namespace)
+    settings, config, topics = _checked(dead_letters, namespace)
     if settings.uses_dev_keys:
         log.warning("LB_HMAC_KEYS is unset: using the insecure built-in development key")
+    # A tournament's max_entries is split into seats per partition of the topic.
+    partitions = {settings.topic: topics[settings.topic]}
+    for warning in preflight.seat_warnings(config.catalog, topics[settings.topic]):
+        log.warning("%s", warning)
     stop = StopSignal()
     _install_stop_handlers(stop)
     progress.start(settings.progress_s)
@@ -143,6 +149,7 @@ def build(
             rewinds=rewinds,
             heal_check_s=settings.heal_check_s,
             stopping=stop.is_set,
+            partitions=partitions,
         ),
     )
     return flow

@@ -1,4 +1,4 @@
-"""Archive the final standings of closed daily and weekly boards to Parquet.
+"""Archive the final standings of closed boards (periods, seasons, tournaments) to Parquet.
 
 A windowed board is **final** once ``now > window end + lateness`` (the
 game's ``lateness_seconds``, plus an optional safety ``margin_ms`` for a job
@@ -6,7 +6,8 @@ running behind): after that the streaming job refuses every event for it as
 ``LATE``. Final boards that are not archived yet are read whole (every shard,
 merged in board order), written to
 
-    ``<dir>/<game>/<kind>/<period>.parquet``   e.g. ``archive/g1/daily/2026-05-04.parquet``
+    ``<dir>/<game>/<kind>/<period>.parquet``   e.g. ``archive/g1/daily/2026-05-04.parquet``,
+    ``archive/arena/tournament/cup.parquet``
 
 with columns ``rank`` (exact 1-based position, no ``exact_tier`` cut),
 ``playerId``, ``score`` (decoded with the window's codec) and ``composite``
@@ -55,7 +56,7 @@ from domain.errors import QueryError, ServiceError
 from domain.games import GameCatalog, GameConfig
 from domain.keys import GroupKeys
 from domain.ranking import Member, board_key
-from domain.windows import Window
+from domain.windows import Window, WindowKind
 from jobs.topk_merger import glob_escape
 from readers import RedisClient
 from readers.boards import Board, BoardReader, call, execute, members_with_scores, text
@@ -364,6 +365,16 @@ class Archiver:
             "leaderboard.operator": board.config.operator.value,
             "leaderboard.slots": str(board.codec.slots),
         }
+        if board.window.kind is WindowKind.TOURNAMENT:
+            # The rules the standings were made under: its range and caps ("" = none).
+            tournament = board.config.tournament(board.window.id.removeprefix("tournament:"))
+            for key, value in (
+                ("start_ms", tournament.start_ms),
+                ("end_ms", tournament.end_ms),
+                ("max_entries", tournament.max_entries),
+                ("max_attempts", tournament.max_attempts),
+            ):
+                metadata[f"leaderboard.tournament.{key}"] = "" if value is None else str(value)
         schema = SCHEMA.with_metadata(metadata)
         for attempt in range(_ATTEMPTS):
             rows = 0

@@ -257,7 +257,12 @@ class Backfill:
         self._store = RedisBoardStore(client)
         # The staging namespace is dropped first and this run is its only writer.
         self._planner = BoardPlanner(
-            staging, dedupe_horizon_ms, cache_players, changes=False, fresh=True
+            staging,
+            dedupe_horizon_ms,
+            cache_players,
+            partitions=plan.partition_counts,
+            changes=False,
+            fresh=True,
         )
         self._horizon_ms = dedupe_horizon_ms
         self._cache_players = cache_players
@@ -327,7 +332,11 @@ class Backfill:
             run_parts(parts, self._tools, progress)
             # The processes wrote players this planner never saw: read them from now on.
             self._planner = BoardPlanner(
-                self._staging, self._horizon_ms, self._cache_players, changes=False
+                self._staging,
+                self._horizon_ms,
+                self._cache_players,
+                partitions=self._plan.partition_counts,
+                changes=False,
             )
             return
         for part in parts:

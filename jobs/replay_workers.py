@@ -78,7 +78,12 @@ def replay_part(
     if planner is None:
         # A part's partitions are its own and the staging namespace was just dropped.
         planner = BoardPlanner(
-            part.staging, part.dedupe_horizon_ms, part.cache_players, changes=False, fresh=True
+            part.staging,
+            part.dedupe_horizon_ms,
+            part.cache_players,
+            partitions=part.plan.partition_counts,
+            changes=False,
+            fresh=True,
         )
     store = RedisBoardStore(client)
     plan = part.plan

@@ -3,8 +3,8 @@
 The log is replayed into a scratch namespace with the job's own code path
 (:class:`~domain.validation.Validator`, :class:`~domain.planner.BoardPlanner`,
 :class:`~sinks.redis_boards.RedisBoardStore` and its Lua write), then every
-board member, value and counter is compared with the live keys. Live keys are
-only ever read.
+board member, value and counter (and every tournament's attempts and seats)
+is compared with the live keys. Live keys are only ever read.
 
 A live job keeps writing meanwhile, so the replay stops, per board group and
 source partition, at the watermark the live group holds (offsets both sides
@@ -35,10 +35,11 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from domain.errors import ServiceError
 from domain.healing import PROGRESS_FIELD
 from domain.keys import GroupKeys, progress_key, tag_of
-from domain.planner import BoardPlanner, group_tag
+from domain.planner import COUNTERS, BoardPlanner, group_tag
 from domain.records import Accepted, RecordBatch, SourceRecord
 from domain.validation import Validator
 from jobs.replay import apply_replayed
+from jobs.topk_merger import glob_escape
 from sinks.namespace_swap import drop_namespace
 from sinks.redis_boards import RedisBoardStore
 from sources.kafka_source import topic_partitions
@@ -47,17 +48,18 @@ from sources.kafka_source import topic_partitions
 CHUNK = 5_000
 SETTLE_CHUNK = 2_000
 
-#: Counters compared per group.
-COUNTERS = ("applied", "noop", "duplicate", "saturated")
-
-#: Reads a group's watermarks, counters and some members' values in one atomic call.
+#: Reads a group's watermarks, counters and some members' values in one atomic call
+#: (board members, or fields of a tournament's attempts or seats hash).
 READ_AT_ONCE = """
--- KEYS[1] meta:wm, KEYS[2] meta:stats, KEYS[3..] boards; ARGV: per board n, member*
+-- KEYS[1] meta:wm, KEYS[2] meta:stats, KEYS[3..] boards or count hashes;
+-- ARGV: per key n, member*
 local out = {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}
 local i = 1
 for k = 3, #KEYS do
   local n = tonumber(ARGV[i]); i = i + 1
-  if n > 0 then
+  if n > 0 and redis.call('TYPE', KEYS[k])['ok'] == 'hash' then
+    table.insert(out, redis.call('HMGET', KEYS[k], unpack(ARGV, i, i + n - 1)))
+  elseif n > 0 then
     table.insert(out, redis.call('ZMSCORE', KEYS[k], unpack(ARGV, i, i + n - 1)))
   else
     table.insert(out, {})
@@ -73,8 +75,10 @@ class Difference:
     """One disagreement between the live projection and the replay."""
 
     tag: str
-    board: str  # a window id, or "meta:stats"
-    player: str  # a player, or a counter name
+    board: (
+        str  # a window id, "meta:stats", or a tournament's "meta:attempts:<t>" / "meta:entries:<t>"
+    )
+    player: str  # a player, a counter name, or a partition field (seats)
     kind: str  # "missing", "extra", "wrong value" or "counter"
     live: int | None
     log: int | None
@@ -289,7 +293,10 @@ class Verifier:
                     ).rpartition("/")
                     if topic == self._topic:
                         cut[int(part)] = int(value)
-            for p, end in self._log.ends().items():
+            ends = self._log.ends()
+            # A tournament's max_entries is split into seats per partition.
+            self._planner.know_partitions(self._topic, len(ends))
+            for p, end in ends.items():
                 progress = self._store.read_progress(progress_key(self._namespace, self._topic, p))
                 self._default[p] = progress.get(PROGRESS_FIELD, end - 1)
         except redis.RedisError as exc:
@@ -400,7 +407,35 @@ class Verifier:
                 for player, (_, want), value in zip(players, chunk, present, strict=True):
                     if value is None:
                         out.append(Difference(tag, window, player, "missing", None, int(want)))
+        out += self._compare_counts(tag, report)
         out += _counter_diffs(tag, self._stats(live.stats), self._stats(scratch.stats))
+        return out
+
+    def _compare_counts(self, tag: str, report: VerifyReport) -> list[Difference]:
+        """Tournaments' attempts and seats hashes, both ways in chunks; suspects only."""
+        live, scratch = GroupKeys(self._namespace, tag), GroupKeys(self.scratch, tag)
+        names: set[str] = set()
+        for keys in (live, scratch):
+            for kind in ("attempts", "entries"):
+                pattern = f"{glob_escape(keys.prefix)}meta:{kind}:*"
+                for raw in self._client.scan_iter(match=pattern, count=1000):
+                    names.add(_text(raw)[len(keys.prefix) :])
+        out: list[Difference] = []
+        for name in sorted(names):
+            report.boards += 1
+            live_key, scratch_key = live.board(name), scratch.board(name)
+            for first, second, live_first in (
+                (live_key, scratch_key, True),
+                (scratch_key, live_key, False),
+            ):
+                for chunk in _chunks(self._client.hscan_iter(first, count=CHUNK), CHUNK):
+                    fields = [_text(f) for f, _ in chunk]
+                    others = self._client.hmget(second, fields)
+                    for field_name, (_, value), other in zip(fields, chunk, others, strict=True):
+                        if other is not None and (not live_first or int(other) == int(value)):
+                            continue
+                        got, want = (value, other) if live_first else (other, value)
+                        out.append(_difference(tag, name, field_name, got, want))
         return out
 
     def _settle(self, tag: str, suspects: list[Difference]) -> list[Difference]:
@@ -437,7 +472,10 @@ class Verifier:
         out: list[Difference] = []
         for window, values in zip(windows, answer[2:], strict=True):
             players = by_window[window]
-            expected = self._client.zmscore(scratch.board(window), players)
+            if window.startswith("meta:"):  # a tournament's attempts or seats hash
+                expected = self._client.hmget(scratch.board(window), players)
+            else:
+                expected = self._client.zmscore(scratch.board(window), players)
             for player, value, want in zip(players, values, expected, strict=True):
                 got = None if value is None else int(float(value))
                 wanted = None if want is None else int(want)
@@ -451,6 +489,13 @@ class Verifier:
 
     def _stats(self, key: str) -> dict[str, int]:
         return {_text(k): int(v) for k, v in self._client.hgetall(key).items()}
+
+
+def _difference(tag: str, board: str, field_name: str, live: Any, log: Any) -> Difference:
+    got = None if live is None else int(live)
+    wanted = None if log is None else int(log)
+    kind = "missing" if got is None else "extra" if wanted is None else "wrong value"
+    return Difference(tag, board, field_name, kind, got, wanted)
 
 
 def _counter_diffs(tag: str, live: dict[str, int], log: dict[str, int]) -> list[Difference]:

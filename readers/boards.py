@@ -18,6 +18,9 @@ top, by offset     1 (ZREVRANGE)               1 (ZREVRANGE of the global top-K)
 top, by cursor     1 (ZCOUNT + ties + range)   1 (the same per key)
 rank               1 (Lua script, reads only)  2 (ZSCORE; then counts per key)
 around             1 (Lua script, reads only)  2 (ZSCORE; then ranges per key)
+tournaments        1 (HGET attempts per        the same, with the sharded rank
+                   tournament) + 1 rank per
+                   tournament entered
 =================  ==========================  ==================================
 
 The two scripts exist because the second half of each answer depends on the
@@ -90,6 +93,8 @@ __all__ = [
     "AroundAnswer",
     "Board",
     "BoardReader",
+    "PlayerTournament",
+    "PlayerTournaments",
     "RankAnswer",
     "TopPage",
     "UnknownGameError",
@@ -160,6 +165,31 @@ class AroundAnswer(TypedDict):
     above: list[Entry]
     player: Entry | None
     below: list[Entry]
+
+
+class PlayerTournament(TypedDict):
+    """One tournament a player is on the board of: where they stand, attempts used."""
+
+    tournament: str
+    window: str
+    startMs: int
+    endMs: int
+    #: ``upcoming`` (before start), ``running``, or ``ended`` (at or after end), by ``now_ms``.
+    status: str
+    rank: int | None
+    score: int
+    percentile: float | None
+    attempts: int
+    maxAttempts: int | None
+    maxEntries: int | None
+
+
+class PlayerTournaments(TypedDict):
+    """``tournaments``: the game's tournaments with the player on the board, by start."""
+
+    gameId: str
+    playerId: str
+    tournaments: list[PlayerTournament]
 
 
 @dataclass(frozen=True, slots=True)
@@ -563,6 +593,60 @@ class BoardReader:
             total = max(total, 1)  # the shards are read one after another, not atomically
             return count_before(position, above, ties) + 1, composite, min(lower, total), total
         return None  # pragma: no cover - the loop always returns
+
+    # -- a player's tournaments ---------------------------------------------------------
+
+    def player_tournaments(
+        self, game_id: str, player_id: str, *, now_ms: int, ranks: str = "unique"
+    ) -> PlayerTournaments:
+        """The game's tournaments that have the player on their board, earliest start first.
+
+        Each with the player's rank, score and percentile on it (as :meth:`rank`)
+        and the attempts counted (``meta:attempts:<name>``, written by the job
+        with the board). A tournament the player never entered, or left (a
+        ``RETRACT``), is not listed. ``now_ms`` only decides ``status``.
+        """
+        rank_mode(ranks)
+        check_player_id(player_id)
+        config = self.game(game_id)
+        keys = GroupKeys(self.namespace, shard_tag(game_id, shard_of(player_id, config.shards)))
+        tournaments = sorted(config.tournaments, key=lambda t: (t.start_ms, t.name))
+        answer: PlayerTournaments = {"gameId": game_id, "playerId": player_id, "tournaments": []}
+        if not tournaments:
+            return answer
+        pipe = self._client.pipeline(transaction=False)
+        for tournament in tournaments:
+            pipe.hget(keys.attempts(tournament.name), player_id)
+        for tournament, used in zip(tournaments, execute(pipe), strict=True):
+            if used is None:
+                continue  # never entered: not on the board
+            window = tournament.window
+            standing = self.rank(game_id, player_id, window.id, now_ms=now_ms, ranks=ranks)
+            if standing["score"] is None:
+                continue  # entered, then removed (RETRACT)
+            status = (
+                "upcoming"
+                if now_ms < tournament.start_ms
+                else "running"
+                if now_ms < tournament.end_ms
+                else "ended"
+            )
+            answer["tournaments"].append(
+                {
+                    "tournament": tournament.name,
+                    "window": window.id,
+                    "startMs": tournament.start_ms,
+                    "endMs": tournament.end_ms,
+                    "status": status,
+                    "rank": standing["rank"],
+                    "score": standing["score"],
+                    "percentile": standing["percentile"],
+                    "attempts": int(used),
+                    "maxAttempts": tournament.max_attempts,
+                    "maxEntries": tournament.max_entries,
+                }
+            )
+        return answer
 
     # -- around -----------------------------------------------------------------------
 

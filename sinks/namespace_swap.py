@@ -38,6 +38,8 @@ return n
 #: the merged top-K, sketches and archive markers are someone else's and survive.
 _PROJECTION_SUFFIXES = (
     *BOARD_PREFIXES,
+    "meta:attempts:",
+    "meta:entries:",
     "meta:wm",
     "meta:seen:",
     "meta:boards",

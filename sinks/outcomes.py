@@ -17,6 +17,9 @@ from telemetry import hooks
 
 #: Board outcomes, in the order the summary names them.
 BOARD_OUTCOMES = ("applied", "noop", "duplicate")
+#: Tournament refusals: counted besides the outcomes (the record still updates
+#: the game's other boards), named in the summary when there are any.
+REFUSALS = ("tournament_full", "attempts_used_up")
 
 _lock = threading.Lock()
 _boards: Counter[str] = Counter()
@@ -27,7 +30,9 @@ def add_board_outcomes(totals: Iterable[Mapping[str, int]]) -> None:
     """Add the planner's per-batch counters (``applied``, ``noop``, ``duplicate``, ...)."""
     with _lock:
         for one in totals:
-            _boards.update({k: v for k, v in one.items() if k in BOARD_OUTCOMES})
+            _boards.update(
+                {k: v for k, v in one.items() if k in BOARD_OUTCOMES or (k in REFUSALS and v)}
+            )
 
 
 def add_applied(batch: Any, plan: Any) -> None:
@@ -63,10 +68,18 @@ def reset() -> None:
 
 
 def describe(boards: Mapping[str, int], letters: Mapping[str, int]) -> str:
-    """One line: ``1,200 records: 1,000 applied, 150 noop, 10 duplicate, 40 dead letters (...)``."""
+    """One line: ``1,200 records: 1,000 applied, 150 noop, 10 duplicate, 40 dead letters (...)``.
+
+    Tournament refusals, when there are any, follow after a semicolon: they
+    are not records of their own (each refused record is also counted above).
+    """
     dead = sum(letters.values())
     total = sum(boards.get(name, 0) for name in BOARD_OUTCOMES) + dead
     parts = [f"{boards.get(name, 0):,} {name}" for name in BOARD_OUTCOMES]
     codes = ", ".join(f"{code} {n:,}" for code, n in sorted(letters.items()))
     parts.append(f"{dead:,} dead letters" + (f" ({codes})" if codes else ""))
-    return f"{total:,} records: " + ", ".join(parts)
+    line = f"{total:,} records: " + ", ".join(parts)
+    refused = [f"{boards[name]:,} {name}" for name in REFUSALS if boards.get(name)]
+    if refused:
+        line += "; kept off tournament boards: " + ", ".join(refused)
+    return line

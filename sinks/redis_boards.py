@@ -4,8 +4,8 @@ Delivery guarantee: **exactly-once effects** on top of at-least-once input.
 Each board group's share of a batch is applied by one Lua call that first
 compares the group's stored watermark for the source partition with the
 batch's last offset and does nothing if it was already applied; otherwise it
-writes the members, expiries, seen event ids, counters and the new watermark
-atomically. A replay after a crash therefore changes nothing twice.
+writes the members, expiries, seen event ids, tournament attempts and seats,
+counters and the new watermark atomically. A replay after a crash therefore changes nothing twice.
 
 The sink holds no logic of its own: :class:`~domain.planner.BoardPlanner`
 decides every member and value; this module only moves them, one round trip
@@ -33,7 +33,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import redis
@@ -124,6 +124,10 @@ for _ = 1, tonumber(take()) do            -- seen: key index, ttl, n, (id ts)*
   chunked('HSET', k, i, n, 2); i = i + 2 * n
   redis.call('EXPIRE', k, ttl)
 end
+for _ = 1, tonumber(take()) do            -- counts: key index, n, (field value)*
+  local k = KEYS[tonumber(take())]; local n = tonumber(take())
+  chunked('HSET', k, i, n, 2); i = i + 2 * n
+end
 for _ = 1, tonumber(take()) do            -- stats: name, increment
   local name = take(); local by = tonumber(take())
   if by ~= 0 then redis.call('HINCRBY', KEYS[2], name, by) end
@@ -175,6 +179,11 @@ def _encode(write: GroupWrite) -> tuple[list[str], list[Any]]:
         args += [key_index(key), write.seen_ttl_s, len(ids)]
         for event_id, ts in ids.items():
             args += [event_id, ts]
+    args.append(len(write.counts))
+    for key, values in write.counts.items():
+        args += [key_index(key), len(values)]
+        for name, count in values.items():
+            args += [name, count]
     args.append(len(write.stats))
     for name, by in write.stats.items():
         args += [name, by]
@@ -382,6 +391,7 @@ class RedisBoardStore:
                 out += [("HMGET", key, *ids) for key, ids in lookups.seen]
                 out += [("ZMSCORE", key, *players) for key, players in lookups.scores]
                 out += [("SMEMBERS", key) for key in lookups.registries]
+                out += [("HMGET", key, *names) for key, names in lookups.counts]
             out += [("HGET", key, name) for key, name in audit]
             return out
 
@@ -434,6 +444,9 @@ class RedisBoardStore:
                 got.registries.append(
                     {m.decode() if isinstance(m, bytes) else m for m in answers[at]}
                 )
+                at += 1
+            for _ in lookups.counts:
+                got.counts.append([None if v is None else int(v) for v in answers[at]])
                 at += 1
             out.append(got)
         stored = [None if value is None else int(value) for value in answers[at:]]
@@ -782,7 +795,13 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
         rewinds: Rewinds | None = None,
         heal_check_s: float = 5.0,
         stopping: Callable[[], bool] = lambda: False,
+        partitions: Mapping[str, int] | None = None,
     ) -> None:
+        """The sink factory; ``partitions`` are the source topics' partition counts.
+
+        Read once at start: a tournament's ``max_entries`` is split into
+        per-partition seats (``domain.games.Tournament.seats``).
+        """
         self._client_factory = client_factory
         self._stopping = stopping
         self._namespace = namespace
@@ -791,11 +810,14 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
         self._retry = retry
         self._rewinds = rewinds or Rewinds()
         self._heal_check_s = heal_check_s
+        self._partitions = dict(partitions or {})
 
     def build(self, step_id: str, worker_index: int, worker_count: int) -> _BoardPartition:
         """Connect (waiting under the retry budget if Redis is not up yet) and ping."""
         client = connect(self._client_factory, self._retry, self._stopping)
-        planner = BoardPlanner(self._namespace, self._horizon_ms, self._capacity)
+        planner = BoardPlanner(
+            self._namespace, self._horizon_ms, self._capacity, partitions=self._partitions
+        )
         store = RedisBoardStore(client, self._retry, self._stopping)
         hooks.instrument_board_sink(store, planner)  # stage timings, cache size (issue 13)
         return _BoardPartition(

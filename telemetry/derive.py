@@ -34,6 +34,10 @@ FRESHNESS_BUCKETS_S: tuple[float, ...] = (
 #: The outcomes of ``lb_records_total``: the conservation law's four places.
 OUTCOMES = ("applied", "noop", "duplicate", "dead_letter")
 
+#: Reasons of ``lb_tournament_refusals_total``: counted besides the outcome above
+#: (the record still updates the game's other boards), never dead letters.
+TOURNAMENT_REFUSALS = ("tournament_full", "attempts_used_up")
+
 #: ``game`` label of dead letters: a record refused before it decoded has no game.
 NO_GAME = "*"
 

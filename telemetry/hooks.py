@@ -176,6 +176,8 @@ def batch_applied(batch: Any, plan: Any) -> None:
         for outcome, n in group.stats.items():
             if n and outcome in derive.OUTCOMES:
                 _record_counter(game, outcome).inc(n)
+            elif n and outcome in derive.TOURNAMENT_REFUSALS:
+                metrics.TOURNAMENT_REFUSALS.labels(game, outcome).inc(n)
     last_ts = _last_record_ts(batch)
     with _state.lock:
         if batch.accepted:

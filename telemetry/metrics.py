@@ -23,6 +23,12 @@ RECORDS = Counter(
     "dead letters carry game='*'",
     ["game", "outcome"],
 )
+TOURNAMENT_REFUSALS = Counter(
+    "lb_tournament_refusals",
+    "Events kept off a tournament's board (the record still updates the game's other "
+    "boards): reason 'tournament_full' (no seat left) or 'attempts_used_up'",
+    ["game", "reason"],
+)
 DEAD_LETTERS = Counter(
     "lb_dead_letters", "Records sent to the dead-letter topic (acknowledged by Kafka)", ["code"]
 )

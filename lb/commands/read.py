@@ -1,4 +1,4 @@
-"""``lb top``, ``lb rank``, ``lb around``: read a leaderboard from Redis.
+"""``lb top``, ``lb rank``, ``lb around``, ``lb tournaments``: read a leaderboard from Redis.
 
 The edge of the Python read API (``readers.boards``): settings come from the
 environment (``LB_REDIS_URL``, ``LB_NAMESPACE``, ``LB_GAMES``) and the clock is
@@ -23,7 +23,7 @@ from readers.boards import BoardReader
 WINDOW_HELP = (
     "alltime, hourly, daily, weekly, monthly (the current one, in the game's reset "
     "time zone), an explicit daily:YYYY-MM-DD / weekly:YYYY-Www / monthly:YYYY-MM / "
-    "hourly:YYYY-MM-DDTHH+hhmm, or season:NAME (default: alltime)"
+    "hourly:YYYY-MM-DDTHH+hhmm, season:NAME or tournament:NAME (default: alltime)"
 )
 
 
@@ -141,6 +141,32 @@ def _around(args: argparse.Namespace) -> int:
     return 1 if answer["player"] is None else 0
 
 
+def _tournaments(args: argparse.Namespace) -> int:
+    reader = board_reader(Settings.from_env())
+    answer = reader.player_tournaments(
+        args.game, args.player, now_ms=now_ms(), ranks=args.rank_mode
+    )
+    if args.json:
+        emit(answer)
+        return 0
+    rows = answer["tournaments"]
+    if not rows:
+        print(f"{args.player} is on no tournament board of {args.game}")
+        return 0
+    print(f"{args.player} in {args.game} tournaments")
+    name_w = max(10, *(len(row["tournament"]) for row in rows))
+    print(f"  {'tournament':<{name_w}}  {'status':<8}  {'rank':>6}  {'attempts':>8}  score")
+    for row in rows:
+        rank = "-" if row["rank"] is None else str(row["rank"])
+        cap = "" if row["maxAttempts"] is None else f"/{row['maxAttempts']}"
+        attempts = f"{row['attempts']}{cap}"
+        print(
+            f"  {row['tournament']:<{name_w}}  {row['status']:<8}  {rank:>6}  "
+            f"{attempts:>8}  {row['score']}"
+        )
+    return 0
+
+
 def add_game(parser: argparse.ArgumentParser, player: bool = False) -> None:
     """The positional GAME (and PLAYER) of the read commands."""
     parser.add_argument("game", help="game id, e.g. g1")
@@ -214,3 +240,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     around.add_argument("--k", type=int, default=5, help="neighbours on each side (0..100)")
     add_rank_mode(around)
     around.set_defaults(handler=_around)
+
+    tournaments = subparsers.add_parser(
+        "tournaments",
+        help="the tournaments a player is on the board of",
+        description="Every tournament of the game (docs/GAMES.md) that has the player on "
+        "its board, earliest start first: status (upcoming, running, ended), rank, score, "
+        "percentile and the attempts counted against max_attempts. A tournament's own "
+        "board is read with lb top GAME --window tournament:NAME.",
+    )
+    add_game(tournaments, player=True)
+    tournaments.add_argument("--json", action="store_true", help="print the JSON answer")
+    add_rank_mode(tournaments)
+    tournaments.set_defaults(handler=_tournaments)

@@ -179,8 +179,13 @@ def wait_for(check: Callable[[], bool], timeout_s: float, what: str) -> float:
 
 
 def outcomes(client: Any, namespace: str) -> int:
-    """Records the boards account for so far: applied + noop + duplicate."""
-    return sum(v for k, v in read_stats(client, namespace).items() if k != "saturated")
+    """Records the boards account for so far: applied + noop + duplicate.
+
+    The other counters (saturations, tournament refusals) count events of
+    those records again, not records of their own.
+    """
+    stats = read_stats(client, namespace)
+    return sum(stats.get(name, 0) for name in ("applied", "noop", "duplicate"))
 
 
 def board_bound(records: list[Planned]) -> int:
@@ -252,6 +257,8 @@ def assert_exactly_once(
     assert set(letters) == bad, context
     assert stats.get("duplicate", 0) == counts.get("duplicate", 0), context
     assert stats.get("applied", 0) + stats.get("noop", 0) == counts["accepted"], context
+    for refusal in ("tournament_full", "attempts_used_up"):  # counted, never dead letters
+        assert stats.get(refusal, 0) == counts.get(refusal, 0), (refusal, context)
     conserved = (
         stats.get("applied", 0) + stats.get("noop", 0) + stats.get("duplicate", 0) + len(letters)
     )

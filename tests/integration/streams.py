@@ -41,7 +41,15 @@ _KEEP = (
 )
 #: ``gasc``: lowest wins. ``gtz``: resets in Los Angeles, weeks from Sunday, every
 #: period, and a season that is exactly the 25-hour day clocks fall back on.
+#: ``gtour``: an ``incr`` game with a 36-hour tournament capped both ways (a sum
+#: shows every attempt that counted, not only the best one).
 TZ = "America/Los_Angeles"
+TOUR_START_S = int(datetime(2026, 11, 1, 0, 0, tzinfo=UTC).timestamp())
+TOUR_END_S = int(datetime(2026, 11, 2, 12, 0, tzinfo=UTC).timestamp())
+TOUR_ENTRIES = 30
+TOUR_ATTEMPTS = 3
+#: Partitions of every test topic (``tests/conftest.py``): they split the tournament's seats.
+TOPIC_PARTITIONS = 4
 GAMES_TOML = (
     f'[games."gbest"]\noperator = "best"\nmax_score = 1000000\n{_KEEP}'
     f'[games."gincr"]\noperator = "incr"\nmax_score = 1000000\n{_KEEP}'
@@ -52,6 +60,9 @@ GAMES_TOML = (
     f'[games."gtz"]\noperator = "best"\nmax_score = 1000000\nreset_timezone = "{TZ}"\n'
     f'week_start = "sunday"\nwindows = ["hourly", "daily", "weekly", "monthly", "alltime"]\n'
     f'{_KEEP}[games."gtz".seasons]\nfallback = {{ start = 2026-11-01, end = 2026-11-02 }}\n'
+    f'[games."gtour"]\noperator = "incr"\nmax_score = 1000000\n{_KEEP}'
+    f'[games."gtour".tournaments.cup]\nstart = 2026-11-01T00:00:00Z\n'
+    f"end = 2026-11-02T12:00:00Z\nmax_entries = {TOUR_ENTRIES}\nmax_attempts = {TOUR_ATTEMPTS}\n"
 )
 GAMES = {
     "gbest": "best",
@@ -60,10 +71,11 @@ GAMES = {
     "gday": "best",
     "gasc": "best",
     "gtz": "best",
+    "gtour": "incr",
 }
-WINDOWS = {"gbest": 3, "gincr": 3, "gset": 3, "gday": 1, "gasc": 3, "gtz": 6}
+WINDOWS = {"gbest": 3, "gincr": 3, "gset": 3, "gday": 1, "gasc": 3, "gtz": 6, "gtour": 4}
 #: Board key suffixes the job writes (everything else is bookkeeping).
-BOARD_PREFIXES = ("alltime", "daily:", "weekly:", "hourly:", "monthly:", "season:")
+BOARD_PREFIXES = ("alltime", "daily:", "weekly:", "hourly:", "monthly:", "season:", "tournament:")
 
 
 @dataclass
@@ -266,18 +278,31 @@ def produce_planned(
             producer.poll(0.1)
 
 
-def oracle(records: list[Planned]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+def _tournament_seats(partition: int, partitions: int) -> int:
+    """gtour's seats in one partition: max_entries split evenly, the first partitions one more."""
+    return TOUR_ENTRIES // partitions + (1 if partition < TOUR_ENTRIES % partitions else 0)
+
+
+def oracle(
+    records: list[Planned], partitions: int = TOPIC_PARTITIONS
+) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
     """Expected boards ({window-key suffix: {player: composite}}) and outcome counts.
 
     Keys are ``"{game}:{window id}"``; every "ok" record is applied in its
     player's order; a copy of an event id whose record time is within the
     dedupe horizon of an applied copy's, before or after, is a no-op; one
-    further away is applied again.
+    further away is applied again. gtour's tournament admits, per source
+    partition (records must carry theirs), the first players of that
+    partition's log to submit within its range, up to the partition's share
+    of the seats, and counts each player's first attempts only; refusals are
+    counted as ``tournament_full`` and ``attempts_used_up``.
     """
     boards: dict[str, dict[str, tuple[int, int, int]]] = {}  # key -> player -> (score, slot, slots)
     windows_of: dict[str, set[str]] = {}
     applied_at: dict[str, list[int]] = {}  # event id -> record times of applied copies
     counts: dict[str, int] = {}
+    tries: dict[str, int] = {}  # gtour player -> attempts counted
+    seats: dict[int, int] = {}  # partition -> gtour players entered
     for rec in records:
         if rec.expected not in ("ok", "duplicate"):
             counts["dead"] = counts.get("dead", 0) + 1
@@ -300,6 +325,24 @@ def oracle(records: list[Planned]) -> tuple[dict[str, dict[str, int]], dict[str,
             else _window_ids(event.ts_ms, only_daily=game == "gday")
         )
         asc = game == "gasc"
+        tour_span = TOUR_END_S - TOUR_START_S
+        if (
+            game == "gtour"
+            and TOUR_START_S <= event.ts_ms // 1000 < TOUR_END_S
+            and rec.record_ts <= (TOUR_END_S + LATENESS_S) * 1000
+        ):
+            used = tries.get(player, 0)
+            if used == 0 and seats.get(rec.partition, 0) >= _tournament_seats(
+                rec.partition, partitions
+            ):
+                counts["tournament_full"] = counts.get("tournament_full", 0) + 1
+            elif used >= TOUR_ATTEMPTS:
+                counts["attempts_used_up"] = counts.get("attempts_used_up", 0) + 1
+            else:
+                if used == 0:
+                    seats[rec.partition] = seats.get(rec.partition, 0) + 1
+                tries[player] = used + 1
+                ids = [("tournament:cup", TOUR_START_S, tour_span), *ids]
         for wid, start_s, slots in ids:
             closes_s = start_s + slots + LATENESS_S  # windowed boards: end + lateness
             if wid != "alltime" and rec.record_ts > closes_s * 1000:

@@ -37,6 +37,7 @@ MISTAKES: list[tuple[str, list[str], dict[str, str], str]] = [
     ("run-games-not-toml", ["run"], {"LB_GAMES": "{tmp}/broken.toml"}, "LB_GAMES"),
     ("run-games-missing", ["run"], {"LB_GAMES": "{tmp}/none.toml"}, "LB_GAMES"),
     ("run-games-bad-value", ["run"], {"LB_GAMES": "{tmp}/badvalue.toml"}, "LB_GAMES"),
+    ("run-games-tournament", ["run"], {"LB_GAMES": "{tmp}/badtour.toml"}, "max_entries"),
     ("run-hmac-keys", ["run"], {"LB_HMAC_KEYS": "k1:nothex"}, "LB_HMAC_KEYS"),
     ("run-redis-down", ["run"], {"LB_REDIS_URL": f"redis://{NOWHERE}/0"}, "LB_REDIS_URL"),
     ("run-kafka-down", ["run"], {"LB_KAFKA_BOOTSTRAP": NOWHERE}, "LB_KAFKA_BOOTSTRAP"),
@@ -53,6 +54,8 @@ MISTAKES: list[tuple[str, list[str], dict[str, str], str]] = [
     ("rank-window", ["rank", "g1", "p1", "--window", "daily:2026-13-40"], {}, "2026-13-40"),
     ("around-k", ["around", "g1", "p1", "--k", "1000"], {}, "k"),
     ("top-unknown-game", ["top", "nope"], {"LB_GAMES": "{tmp}/g1.toml"}, "nope"),
+    ("top-tournament", ["top", "g1", "--window", "tournament:cup"], {}, "tournament"),
+    ("tournaments-player", ["tournaments", "g1", ""], {}, "playerId"),
     ("serve-port-range", ["serve", "--port", "99999"], {}, "--port"),
     ("produce-kafka-down", ["produce"], {"LB_KAFKA_BOOTSTRAP": NOWHERE}, "LB_KAFKA_BOOTSTRAP"),
     ("produce-unserved", ["produce", "--games", "g2"], {"LB_GAMES": "{tmp}/g1.toml"}, "g2"),
@@ -99,6 +102,10 @@ def _files(tmp_path: Path) -> Path:
     (tmp_path / "broken.toml").write_text("[games\n")
     (tmp_path / "badvalue.toml").write_text('[games."g1"]\noperator = "max"\n')
     (tmp_path / "g1.toml").write_text(GAMES_G1)
+    (tmp_path / "badtour.toml").write_text(
+        GAMES_G1 + '[games."g1".tournaments]\ncup = { start = 2026-11-01, end = 2026-11-02, '
+        "max_entries = 0 }\n"
+    )
     return tmp_path
 
 

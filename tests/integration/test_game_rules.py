@@ -1,10 +1,12 @@
-"""Reads of lowest-wins boards, competition ranks and seasons, on real Redis.
+"""Reads of lowest-wins boards, competition ranks, seasons and tournaments, on real Redis.
 
 The oracle orders players by hand (lowest score first on an ``asc`` board,
 the earlier slot at equal score, then the greater playerId, as ZREVRANGE
 does) and computes competition ranks as "1 + players with a strictly better
 score". Boards are written as the job writes them (``GameConfig.codec``), on
 one key and split over shards (the merge must honour the order too).
+Tournaments are written by the job's own write path (planner, board store and
+its Lua script) so their attempts and seats are real.
 """
 
 from __future__ import annotations
@@ -20,11 +22,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from domain.errors import QueryError
+from domain.events import EventKind, ScoreEvent
 from domain.games import GameCatalog
-from domain.planner import shard_of
+from domain.planner import BoardPlanner, shard_of
+from domain.records import Accepted, CheckedBatch
 from jobs.archiver import Archiver, archive_path
 from readers.boards import BoardReader
 from readers.friends import FriendsReader
+from sinks.redis_boards import RedisBoardStore
 
 pytestmark = pytest.mark.integration
 
@@ -49,6 +54,18 @@ max_score = 1000
 windows = ["alltime"]
 [games."raceseason".seasons]
 spring = { start = 2026-03-01, end = 2026-06-01 }
+[games."cups"]
+max_score = 1000
+windows = ["alltime"]
+[games."cups".tournaments]
+cup = { start = 2026-05-02T00:00:00Z, end = 2026-05-03, max_entries = 3, max_attempts = 2 }
+marathon = { start = 2026-05-01, end = 2026-05-31 }
+[games."cupssh"]
+max_score = 1000
+windows = ["alltime"]
+shards = 2
+[games."cupssh".tournaments]
+cup = { start = 2026-05-02T00:00:00Z, end = 2026-05-03, max_entries = 4, max_attempts = 2 }
 """
 NOW_MS = int(datetime(2026, 5, 6, 12, 0, tzinfo=UTC).timestamp() * 1000)
 T0 = int(datetime(2026, 5, 2, tzinfo=UTC).timestamp() * 1000)
@@ -186,3 +203,141 @@ def test_a_finished_asc_season_is_archived_lowest_first(
     assert [(r["rank"], r["playerId"], r["score"]) for r in rows] == [
         (i, p, s) for i, (p, s) in enumerate(ranked(board, asc=True), start=1)
     ]
+
+
+# --- tournaments ---------------------------------------------------------------------------
+
+TOPIC = "score-events"
+
+
+def play(
+    client: Any, catalog: GameCatalog, ns: str, game: str, events: list[tuple[str, int, int]]
+) -> None:
+    """``(player, score, seconds after T0)`` SCORE events, one partition, through the job's
+    write path: planner lookups, one read, plan, the Lua write, commit."""
+    config = catalog.lookup(game)
+    assert config is not None
+    planner = BoardPlanner(ns, 300_000, partitions={TOPIC: 1})
+    store = RedisBoardStore(client)
+    for offset, (player, score, second) in enumerate(events):
+        ts = T0 + second * 1000
+        event = ScoreEvent(f"e{offset}", game, player, score, ts, EventKind.SCORE, "k1", b"")
+        rec = Accepted(offset, ts, event, config, config.windows_at(ts))
+        batch = CheckedBatch(TOPIC, 0, (rec,), (), offset)
+        need = planner.lookups(batch)
+        got = store.read(need)
+        plan = planner.plan(batch, got, need)
+        assert store.apply(plan) == [1] * len(plan.groups)
+        planner.commit(plan)
+
+
+def test_a_tournament_board_and_a_players_tournaments(
+    client: Any, catalog: GameCatalog, namespace: str, tmp_path: Path
+) -> None:
+    # cup: 3 seats (one partition), 2 attempts; marathon: uncapped, all May.
+    play(
+        client,
+        catalog,
+        namespace,
+        "cups",
+        [
+            ("a", 10, 60),
+            ("b", 30, 120),
+            ("a", 50, 180),
+            ("a", 90, 240),  # a's third attempt: refused on the cup board only
+            ("c", 20, 300),
+            ("d", 99, 360),  # the fourth player: no seat left
+            ("b", 5, 400),  # worse, but b's second attempt all the same
+            ("d", 40, 86_400 + 60),  # after the cup: the marathon only
+        ],
+    )
+    reader = BoardReader(client, catalog, namespace)
+    page = reader.top("cups", "tournament:cup", 10, now_ms=NOW_MS)
+    assert [(e["playerId"], e["score"]) for e in page["entries"]] == [
+        ("a", 50),
+        ("b", 30),
+        ("c", 20),
+    ]
+    assert reader.rank("cups", "d", "tournament:cup", now_ms=NOW_MS)["score"] is None
+    assert [e["playerId"] for e in reader.top("cups", "alltime", 10, now_ms=NOW_MS)["entries"]] == [
+        "d",
+        "a",
+        "b",
+        "c",
+    ]
+    mine = reader.player_tournaments("cups", "a", now_ms=NOW_MS)
+    assert mine["gameId"] == "cups" and mine["playerId"] == "a"
+    marathon, cup = mine["tournaments"]  # earliest start first
+    assert cup == {
+        "tournament": "cup",
+        "window": "tournament:cup",
+        "startMs": T0,
+        "endMs": T0 + 86_400_000,
+        "status": "ended",
+        "rank": 1,
+        "score": 50,
+        "percentile": 66.66,
+        "attempts": 2,
+        "maxAttempts": 2,
+        "maxEntries": 3,
+    }
+    # The marathon counts every event of a in its range (no cap): 90 is its best,
+    # second to d's 99 (d had no cup seat, but the marathon has no cap).
+    assert (marathon["tournament"], marathon["status"], marathon["score"]) == (
+        "marathon",
+        "running",
+        90,
+    )
+    assert marathon["rank"] == 2
+    assert (marathon["attempts"], marathon["maxAttempts"], marathon["maxEntries"]) == (
+        3,
+        None,
+        None,
+    )
+    # d never got a cup seat: only the marathon lists d.
+    assert [
+        t["tournament"]
+        for t in reader.player_tournaments("cups", "d", now_ms=NOW_MS)["tournaments"]
+    ] == ["marathon"]
+    assert reader.player_tournaments("cups", "nobody", now_ms=NOW_MS)["tournaments"] == []
+    assert reader.player_tournaments("g", "a", now_ms=NOW_MS)["tournaments"] == []
+    with pytest.raises(QueryError, match="unknown tournament"):
+        reader.top("cups", "tournament:nope", 5, now_ms=NOW_MS)
+    with pytest.raises(QueryError, match="tournament"):
+        reader.top("g", "tournament:cup", 5, now_ms=NOW_MS)
+    stats = {
+        k.decode(): int(v) for k, v in client.hgetall(f"{namespace}:{{cups}}:meta:stats").items()
+    }
+    assert stats == {"applied": 8, "tournament_full": 1, "attempts_used_up": 1}
+
+    # Archived once it is final (end + lateness), with its rules in the file's metadata.
+    report = Archiver(client, catalog, namespace, tmp_path).run_once(NOW_MS)
+    assert [(a["game"], a["window"]) for a in report.archived] == [("cups", "tournament:cup")]
+    path = archive_path(tmp_path, "cups", "tournament:cup")
+    assert path == tmp_path / "cups" / "tournament" / "cup.parquet"
+    table = pq.read_table(path)
+    assert [(r["rank"], r["playerId"], r["score"]) for r in table.to_pylist()] == [
+        (1, "a", 50),
+        (2, "b", 30),
+        (3, "c", 20),
+    ]
+    meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+    assert meta["leaderboard.tournament.max_entries"] == "3"
+    assert meta["leaderboard.tournament.max_attempts"] == "2"
+    assert meta["leaderboard.tournament.end_ms"] == str(T0 + 86_400_000)
+
+
+def test_a_sharded_tournament_gives_each_shard_its_seats(
+    client: Any, catalog: GameCatalog, namespace: str
+) -> None:
+    players = [f"p{i}" for i in range(20)]
+    play(client, catalog, namespace, "cupssh", [(p, i, 60 + i) for i, p in enumerate(players)])
+    reader = BoardReader(client, catalog, namespace)
+    entries = reader.top("cupssh", "tournament:cup", 50, now_ms=NOW_MS)["entries"]
+    # One partition x two shards: two seats per shard, taken by each shard's first players.
+    first = {0: [], 1: []}  # type: dict[int, list[str]]
+    for p in players:
+        first[shard_of(p, 2) or 0].append(p)
+    assert sorted(e["playerId"] for e in entries) == sorted(first[0][:2] + first[1][:2])
+    listed = reader.player_tournaments("cupssh", first[1][0], now_ms=NOW_MS)["tournaments"]
+    assert [(t["tournament"], t["attempts"]) for t in listed] == [("cup", 1)]

@@ -35,7 +35,10 @@ pytestmark = pytest.mark.integration
 
 KEYS = "k1:" + "11" * 32 + ",k2:" + "22" * 32
 KEYRING = parse_keyring(KEYS)
-GAMES = '[games."g"]\nmax_score = 1000\n[games."sh"]\nshards = 2\n'
+GAMES = (
+    '[games."g"]\nmax_score = 1000\n[games."sh"]\nshards = 2\n'
+    '[games."g".tournaments]\ncup = { start = 2026-05-06, end = 2026-05-07, max_attempts = 3 }\n'
+)
 NOW_MS = int(datetime(2026, 5, 6, 12, 0, tzinfo=UTC).timestamp() * 1000)
 SLOTS = 631_152_000  # seconds from 2020-01-01 to 2040-01-01: the all-time board's slots
 
@@ -168,6 +171,45 @@ def test_reads_give_the_python_api_answers(
     assert (status, daily["window"], daily["entries"]) == (200, "daily:2026-05-06", [])
 
 
+def test_a_players_tournaments(
+    http: Client, redis_client: Any, namespace: str, catalog: GameCatalog
+) -> None:
+    config = catalog.lookup("g")
+    assert config is not None
+    codec = config.codec(config.window("tournament:cup"))
+    start = config.tournament("cup").start_ms
+    # What the job leaves: the board and each entrant's attempts (p3 left by a RETRACT).
+    redis_client.zadd(
+        f"{namespace}:{{g}}:tournament:cup",
+        {f"p{i}": codec.encode(10 * i, start + i * 1000) for i in range(3)},
+    )
+    redis_client.hset(f"{namespace}:{{g}}:meta:attempts:cup", mapping={"p1": 2, "p3": 1})
+    reader = BoardReader(redis_client, catalog, namespace)
+
+    status, _, doc = http.get("/v1/leaderboards/g/players/p1/tournaments")
+    assert status == 200
+    assert doc == reader.player_tournaments("g", "p1", now_ms=NOW_MS)
+    (cup,) = doc["tournaments"]
+    assert (cup["window"], cup["status"], cup["rank"], cup["score"]) == (
+        "tournament:cup",
+        "running",
+        2,
+        10,
+    )
+    assert (cup["attempts"], cup["maxAttempts"], cup["maxEntries"]) == (2, 3, None)
+    path = "/v1/leaderboards/g/players/p1/tournaments?rank_mode=competition"
+    assert http.get(path)[2] == reader.player_tournaments(
+        "g", "p1", now_ms=NOW_MS, ranks="competition"
+    )
+    for player in ("p3", "p9"):  # left the board; never entered
+        status, _, doc = http.get(f"/v1/leaderboards/g/players/{player}/tournaments")
+        assert (status, doc["tournaments"]) == (200, [])
+    assert http.get("/v1/leaderboards/nope/players/p1/tournaments")[0] == 404
+    assert http.get("/v1/leaderboards/g/players/p1/tournaments?window=alltime")[0] == 400
+    status, _, page = http.get("/v1/leaderboards/g/top?window=tournament:cup")
+    assert (status, [e["playerId"] for e in page["entries"]]) == (200, ["p2", "p1", "p0"])
+
+
 def test_friends_routes(http: Client, redis_client: Any, namespace: str) -> None:
     _seed(redis_client, namespace)
     for friend in ("p1", "p2", "p3"):
@@ -248,6 +290,7 @@ def test_openapi_document_describes_every_route(http: Client) -> None:
         "/v1/leaderboards/{gameId}/top",
         "/v1/leaderboards/{gameId}/players/{playerId}",
         "/v1/leaderboards/{gameId}/players/{playerId}/neighbors",
+        "/v1/leaderboards/{gameId}/players/{playerId}/tournaments",
         "/v1/leaderboards/{gameId}/friends",
         "/v1/leaderboards/{gameId}/players/{playerId}/friends/{friendId}",
         "/v1/scores",

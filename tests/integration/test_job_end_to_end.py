@@ -65,6 +65,10 @@ def test_random_stream_gives_the_oracle_boards_and_every_bad_record_once(
     assert stats["applied"] + stats["noop"] + stats["duplicate"] + len(letters) == len(
         stream.records
     )
+    # gtour's tournament refused players (no seat left) and attempts (three used), and
+    # counted each, besides the records' own outcome.
+    for refusal in ("tournament_full", "attempts_used_up"):
+        assert stats[refusal] == counts[refusal] > 0, refusal
 
     # A second run over the same topic changes nothing (replay is idempotent).
     again = lb(["run", "--until-end", "--no-recovery"], env, timeout=300)

@@ -130,6 +130,12 @@ def test_every_metric_of_a_running_job_agrees_with_the_stream(
                 ), (game, outcome)
         assert outcomes["duplicate"] == counts["duplicate"]
         assert outcomes["applied"] + outcomes["noop"] == counts["accepted"]
+        # Tournament refusals: counted besides the outcomes, like meta:stats and the oracle.
+        for reason in ("tournament_full", "attempts_used_up"):
+            refused = derive.total(
+                samples, "lb_tournament_refusals_total", game="gtour", reason=reason
+            )
+            assert refused == stats["gtour"].get(reason, 0) == counts[reason] > 0, reason
 
         # Dead letters by code: what was sent, what the dead-letter topic holds.
         sent = Counter(r.expected for r in stream.records if r.expected not in ("ok", "duplicate"))

@@ -61,16 +61,20 @@ def test_equal_boards_verify_and_tampered_ones_are_named(
     redis_client.zrem(board, removed)
     redis_client.zadd(f"{namespace}:{{gincr}}:alltime", {"intruder": 5})
     redis_client.hincrby(f"{namespace}:{{gset}}:meta:stats", "noop", 1)
+    attempts = f"{namespace}:{{gtour}}:meta:attempts:cup"  # a tournament's attempts count
+    tried = min(redis_client.hkeys(attempts))
+    redis_client.hincrby(attempts, tried, 1)
 
     code, report, _ = _verify(env)
     assert code == 1
-    assert report["differences"] == {"wrong value": 1, "missing": 1, "extra": 1, "counter": 1}
+    assert report["differences"] == {"wrong value": 2, "missing": 1, "extra": 1, "counter": 1}
     found = {(d["group"], d["board"], d["player"], d["kind"]) for d in report["examples"]}
     assert found == {
         ("gbest", "alltime", changed.decode(), "wrong value"),
         ("gbest", "alltime", removed.decode(), "missing"),
         ("gincr", "alltime", "intruder", "extra"),
         ("gset", "meta:stats", "noop", "counter"),
+        ("gtour", "meta:attempts:cup", tried.decode(), "wrong value"),
     }
     wrong = next(d for d in report["examples"] if d["kind"] == "wrong value")
     assert wrong["live"] == int(score) + 1 and wrong["log"] == int(score)

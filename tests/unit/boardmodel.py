@@ -12,8 +12,9 @@ would hold (sorted sets, hashes, sets), answering the planner's reads the way
   call answers -1 (Redis lost writes);
 * otherwise ZADD, then ZREM (a sorted set left empty disappears, with its
   expiry), EXPIREAT (a no-op on a key that does not exist), SADD of the new
-  window ids to the registry, HSET + EXPIRE of the seen ids, HINCRBY of every
-  non-zero counter and finally HSET of the watermark.
+  window ids to the registry, HSET + EXPIRE of the seen ids, HSET of the
+  tournament counts (attempts, seats), HINCRBY of every non-zero counter and
+  finally HSET of the watermark.
 
 Expiry never fires here; the EXPIREAT / EXPIRE values are recorded so tests
 can assert them.
@@ -71,6 +72,9 @@ class BoardModel:
             out.scores.append([board.get(player) for player in players])
         for key in lookups.registries:  # SMEMBERS
             out.registries.append(set(self.sets.get(key, set())))
+        for key, names in lookups.counts:  # HMGET
+            stored = self.hashes.get(key, {})
+            out.counts.append([stored.get(name) for name in names])
         return out
 
     # -- writes (the APPLY_GROUP script, one call per group) --------------------------
@@ -113,6 +117,8 @@ class BoardModel:
                 self.hashes.setdefault(key, {}).update({k: int(v) for k, v in ids.items()})
             if self._exists(key):  # EXPIRE of a missing key does nothing
                 self.ttl[key] = int(write.seen_ttl_s)
+        for key, values in write.counts.items():
+            self.hashes.setdefault(key, {}).update({k: int(v) for k, v in values.items()})
         for name, by in write.stats.items():
             if by != 0:
                 stats = self.hashes.setdefault(keys.stats, {})

@@ -120,6 +120,21 @@ def test_outcome_line_names_every_outcome_and_code() -> None:
     )
 
 
+def test_outcome_line_names_tournament_refusals_after_the_records() -> None:
+    line = outcomes.describe(
+        {"applied": 10, "noop": 5, "duplicate": 0, "tournament_full": 3, "attempts_used_up": 0},
+        {},
+    )
+    assert line == (
+        "15 records: 10 applied, 5 noop, 0 duplicate, 0 dead letters; "
+        "kept off tournament boards: 3 tournament_full"
+    )
+    outcomes.reset()
+    outcomes.add_board_outcomes([{"applied": 2, "tournament_full": 1, "attempts_used_up": 0}])
+    assert outcomes.snapshot() == ({"applied": 2, "tournament_full": 1}, {})
+    outcomes.reset()
+
+
 def test_outcomes_add_up_across_calls() -> None:
     outcomes.reset()
     outcomes.add_board_outcomes([{"applied": 2, "noop": 1, "saturated": 4}, {"applied": 1}])

@@ -196,6 +196,10 @@ def test_toml_maps_every_field() -> None:
     hourly_retention_seconds = 8
     monthly_retention_seconds = 9
     seasons = { s1 = { start = 2021-03-01, end = 2021-06-01 } }
+    tournaments.cup.start = 2021-04-01T18:00:00Z
+    tournaments.cup.end = 2021-04-02
+    tournaments.cup.max_entries = 10
+    tournaments.cup.max_attempts = 2
     """
     config = GameCatalog.from_toml(text).lookup("x")
     assert config is not None
@@ -204,6 +208,10 @@ def test_toml_maps_every_field() -> None:
         assert getattr(config, field.name) != getattr(base, field.name), field.name
     assert (config.lateness_ms, config.future_skew_ms) == (4_000, 5_000)
     assert (config.daily_retention_s, config.weekly_retention_s) == (6, 7)
+    (cup,) = config.tournaments
+    # The end date is local midnight in the game's zone (PDT, UTC-7), the start an instant.
+    assert (cup.start_ms, cup.end_ms) == (1_617_300_000_000, 1_617_346_800_000)
+    assert (cup.max_entries, cup.max_attempts) == (10, 2)
 
 
 @pytest.mark.parametrize(

@@ -33,6 +33,7 @@ from tests.unit.boardmodel import BoardModel
 from tests.unit.test_planner import (
     HORIZON_MS,
     NS,
+    PARTITIONS,
     PROPERTY,
     TOPIC,
     Scenario,
@@ -234,7 +235,9 @@ class World:
 
 
 def _sink(world: World, rewinds: Rewinds, clock: Clock) -> _BoardPartition:
-    planner = BoardPlanner(NS, HORIZON_MS, world.rnd.choice((1, 3, 1_000_000)))
+    planner = BoardPlanner(
+        NS, HORIZON_MS, world.rnd.choice((1, 3, 1_000_000)), partitions={TOPIC: len(PARTITIONS)}
+    )
     return _BoardPartition(ModelStore(world.model), planner, NS, rewinds, 1.0, clock)
 
 

@@ -10,8 +10,10 @@ composite formula ``score * slots + (slots - 1 - slot)`` (``max_score - score``
 in place of the score on a lowest-wins board), its own windows from
 ``datetime.isocalendar`` and ``zoneinfo`` local midnights (games that reset in
 Los Angeles on Sundays or in Berlin, across both 2026 daylight-saving changes),
-its own seasons and its own key spelling from the documented layout. Domain
-helpers (``GameConfig.windows_at``) are used only to build the planner's input.
+its own seasons, its own tournament rules (seats split per source partition and
+shard, attempts per player; docs/GAMES.md) and its own key spelling from the
+documented layout. Domain helpers (``GameConfig.windows_at``) are used only to
+build the planner's input.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.events import EventKind, ScoreEvent
-from domain.games import GameConfig, Operator, Order, Season
+from domain.games import GameConfig, Operator, Order, Season, Tournament
 from domain.planner import BoardPlanner
 from domain.records import Accepted, CheckedBatch
 from domain.scoring import TieResolution
@@ -95,6 +97,11 @@ SEASONS = (
     ("s1", "2026-10-25T00:00:00+00:00", "2026-11-02T08:00:00+00:00"),
     ("s2", "2026-12-28T00:00:00+00:00", "2027-01-04T00:00:00+00:00"),
     ("s3", "2026-03-08T09:45:00+00:00", "2026-03-08T10:15:00+00:00"),
+)
+#: Tournaments games draw from (bounds as above), each with drawn caps.
+TOURNAMENTS = (
+    ("t1", "2026-10-31T20:00:00+00:00", "2026-11-02T08:00:00+00:00"),
+    ("t2", "2026-12-27T12:00:00+00:00", "2027-01-04T06:15:00+00:00"),
 )
 
 
@@ -219,6 +226,30 @@ def oracle_seasons(ts_ms: int, game: GameConfig) -> list[OracleWindow]:
     return out
 
 
+def _iso_ms(text: str) -> int:
+    return (datetime.fromisoformat(text) - EPOCH) // timedelta(milliseconds=1)
+
+
+def oracle_tournaments(ts_ms: int, game: GameConfig) -> list[tuple[OracleWindow, Tournament]]:
+    """The configured tournaments holding ``ts_ms``, with their caps (never expiring boards)."""
+    caps = {t.name: t for t in game.tournaments}
+    out = []
+    for name, start_text, end_text in TOURNAMENTS:
+        if name not in caps:
+            continue
+        start, end = _iso_ms(start_text), _iso_ms(end_text)
+        if start <= ts_ms < end:
+            out.append((OracleWindow(f"tournament:{name}", start, end - start, None), caps[name]))
+    return out
+
+
+def oracle_seat_quota(max_entries: int, partition: int, shard: int, shards: int) -> int:
+    """The documented split: cell ``partition * shards + shard`` of ``P * shards`` cells."""
+    cells = len(PARTITIONS) * shards
+    cell = partition * shards + shard
+    return max_entries // cells + (1 if cell < max_entries % cells else 0)
+
+
 def combine(
     op: str, cur: tuple[int, int] | None, score: int, slot: int, cap: int, asc: bool = False
 ) -> tuple[tuple[int, int], bool]:
@@ -243,6 +274,9 @@ class Expected:
     expire_at: dict[str, int] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
     accepted: int = 0
+    #: ``meta:attempts:<t>`` (player -> attempts) and ``meta:entries:<t>`` (field -> seats).
+    attempts: dict[str, dict[str, int]] = field(default_factory=dict)
+    entries: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 # --- the stream ----------------------------------------------------------------------------
@@ -276,7 +310,8 @@ class Scenario:
     def __repr__(self) -> str:
         games = {
             g: f"{c.operator.value} max={c.max_score} tie={c.tie_resolution.value} "
-            f"windows={[k.value for k in c.windows]} shards={c.shards}"
+            f"windows={[k.value for k in c.windows]} shards={c.shards} "
+            f"tournaments={[(t.name, t.max_entries, t.max_attempts) for t in c.tournaments]}"
             for g, c in self.games.items()
         }
         return f"Scenario(games={games}, records={self.records})"
@@ -299,7 +334,14 @@ def oracle(scn: Scenario) -> Expected:
     slots: dict[str, int] = {}
     ceiling: dict[str, int | None] = {}  # max_score of a lowest-wins board
     applied_at: dict[tuple[str, str], list[int]] = {}  # record times of applied copies
-    stats = {"applied": 0, "noop": 0, "duplicate": 0, "saturated": 0}
+    stats = {
+        "applied": 0,
+        "noop": 0,
+        "duplicate": 0,
+        "saturated": 0,
+        "tournament_full": 0,
+        "attempts_used_up": 0,
+    }
     for partition, recs in scn.records.items():
         for rec in recs:
             ev = rec.event
@@ -322,10 +364,35 @@ def oracle(scn: Scenario) -> Expected:
                         del values[(key, player)]
             else:
                 capped = False
-                listed = [k for k in rec.kinds if k.value != "season"]
+                listed = [k for k in rec.kinds if k.value not in ("season", "tournament")]
                 boards = [oracle_window(k, ev.ts_ms, game) for k in listed]
                 if WindowKind.SEASON in rec.kinds:
                     boards += oracle_seasons(ev.ts_ms, game)
+                if WindowKind.TOURNAMENT in rec.kinds:
+                    for window, caps in oracle_tournaments(ev.ts_ms, game):
+                        # Seats are counted per (partition, shard) cell; attempts per player.
+                        seats_key = pre + f"meta:entries:{caps.name}"
+                        tries_key = pre + f"meta:attempts:{caps.name}"
+                        used = out.attempts.get(tries_key, {}).get(ev.player_id, 0)
+                        seats = out.entries.get(seats_key, {})
+                        taken = seats.get(f"{TOPIC}/{partition}", 0)
+                        if used == 0 and caps.max_entries is not None:
+                            shard = zlib.crc32(ev.player_id.encode()) % game.shards
+                            quota = oracle_seat_quota(
+                                caps.max_entries, partition, shard, game.shards
+                            )
+                            if taken >= quota:
+                                stats["tournament_full"] += 1
+                                continue
+                            out.entries.setdefault(seats_key, {})[f"{TOPIC}/{partition}"] = (
+                                taken + 1
+                            )
+                        if caps.max_attempts is not None and used >= caps.max_attempts:
+                            stats["attempts_used_up"] += 1
+                            continue
+                        out.attempts.setdefault(tries_key, {})[ev.player_id] = used + 1
+                        changed = True  # an attempt counted changes the projection
+                        boards.append(window)
                 for window in boards:
                     key = pre + window.id
                     slots[key] = oracle_slots(game, window)
@@ -374,6 +441,7 @@ def _oracle_fit(game: GameConfig) -> int:
     unit = _UNIT_MS[game.tie_resolution.value]
     lengths = [spans[k.value] for k in game.windows]
     lengths += [season.end_ms - season.start_ms for season in game.seasons]
+    lengths += [t.end_ms - t.start_ms for t in game.tournaments]
     slots = max(1 if unit is None else -(-span // unit) for span in lengths)
     return 2**53 // slots - 1
 
@@ -399,6 +467,17 @@ def game_configs(draw: st.DrawFn, operators: tuple[Operator, ...] = tuple(Operat
         for name, start, end in SEASONS
         if draw(st.booleans())
     )
+    tournaments = tuple(
+        Tournament(
+            name,
+            _iso_ms(start),
+            _iso_ms(end),
+            draw(st.one_of(st.none(), st.integers(1, 7))),
+            draw(st.one_of(st.none(), st.integers(1, 3))),
+        )
+        for name, start, end in TOURNAMENTS
+        if draw(st.booleans())
+    )
     game = GameConfig(
         operator=draw(st.sampled_from(operators)),
         tie_resolution=draw(st.sampled_from(TieResolution)),
@@ -408,6 +487,7 @@ def game_configs(draw: st.DrawFn, operators: tuple[Operator, ...] = tuple(Operat
         order=draw(st.sampled_from(Order)),
         calendar=Calendar(zone, week_start),
         seasons=seasons,
+        tournaments=tournaments,
     )
     big = draw(st.booleans())
     max_score = _oracle_fit(game) if big else draw(st.integers(1, 40))
@@ -418,6 +498,7 @@ def game_configs(draw: st.DrawFn, operators: tuple[Operator, ...] = tuple(Operat
 
 def narrow_first(game: GameConfig) -> tuple[WindowKind, ...]:
     order = (
+        WindowKind.TOURNAMENT,
         WindowKind.HOURLY,
         WindowKind.DAILY,
         WindowKind.WEEKLY,
@@ -425,7 +506,13 @@ def narrow_first(game: GameConfig) -> tuple[WindowKind, ...]:
         WindowKind.SEASON,
         WindowKind.ALLTIME,
     )
-    return tuple(k for k in order if k in game.windows or (k.value == "season" and game.seasons))
+    return tuple(
+        k
+        for k in order
+        if k in game.windows
+        or (k.value == "season" and game.seasons)
+        or (k.value == "tournament" and game.tournaments)
+    )
 
 
 def _scores(cap: int) -> st.SearchStrategy[int]:
@@ -491,7 +578,7 @@ def scenarios(
         drop = draw(st.integers(0, 2))
         gone = {WindowKind.HOURLY, WindowKind.DAILY}
         if drop == 2:
-            gone.add(WindowKind.WEEKLY)
+            gone |= {WindowKind.WEEKLY, WindowKind.TOURNAMENT}
         # The validator hands windows over narrowest first (the planner relies on it).
         kinds = tuple(k for k in narrow_first(game) if drop == 0 or k not in gone)
         kinds = kinds or narrow_first(game)
@@ -580,7 +667,13 @@ def run(
     start = dict.fromkeys(scn.records, 0)
     for attempt in range(crashes + 1):
         planners = [
-            BoardPlanner(NS, HORIZON_MS, capacity, fresh=fresh and attempt == 0)
+            BoardPlanner(
+                NS,
+                HORIZON_MS,
+                capacity,
+                partitions={TOPIC: len(PARTITIONS)},
+                fresh=fresh and attempt == 0,
+            )
             for _ in range(workers)
         ]
         worker_of = {p: rnd.randrange(workers) for p in scn.records}
@@ -613,6 +706,8 @@ def assert_matches_oracle(model: BoardModel, scn: Scenario, exp: Expected) -> No
     assert {k: v for k, v in model.sets.items() if v} == exp.registries
     assert model.hashes_with(":meta:wm") == exp.watermarks
     assert model.expire_at == exp.expire_at
+    assert model.hashes_with(":meta:attempts:") == exp.attempts
+    assert model.hashes_with(":meta:entries:") == exp.entries
     stats = model.stats_total()
     assert stats == exp.stats
     # Conservation: every accepted record is applied, a no-op or a duplicate.
