@@ -38,7 +38,7 @@ from domain.validation import Validator
 from domain.windows import window_from_id
 from jobs.backfill import Backfill, KafkaOffsets, make_plan
 from jobs.verifier import LogReader
-from schemas.codec import ScoreEventCodec
+from schemas.decode_verify import decode_verifier
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -79,7 +79,8 @@ def run_backfill(
         print(json.dumps(plan.describe()))
         return 0
     validator = Validator(
-        catalog, parse_keyring(settings.hmac_keys.reveal()), ScoreEventCodec.from_registry().decode
+        catalog,
+        decode_verifier(parse_keyring(settings.hmac_keys.reveal()), engine=settings.decoder),
     )
     job = Backfill(
         client,
