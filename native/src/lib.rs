@@ -24,6 +24,7 @@ use apache_avro::types::Value;
 use apache_avro::Schema;
 use hmac::{KeyInit, Mac};
 use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
 
@@ -161,6 +162,7 @@ impl DecodeVerifier {
         }
         let positions =
             positions.ok_or_else(|| PyValueError::new_err("at least one schema is required"))?;
+        check_event_type(event_type.bind(py))?;
         let mut macs = HashMap::new();
         for (key_id, secret) in keys {
             let mac = HmacSha256::new_from_slice(&secret)
@@ -242,17 +244,48 @@ impl DecodeVerifier {
                 }
             }
         };
-        let event = self.event_type.bind(py).call1((
-            fields.event_id,
-            fields.game_id,
-            fields.player_id,
-            fields.score,
-            fields.ts_ms,
-            kind.bind(py),
-            fields.key_id,
-            PyBytes::new(py, fields.sig),
-        ))?;
+        let event = self.new_event(
+            py,
+            [
+                PyString::new(py, fields.event_id).into_any(),
+                PyString::new(py, fields.game_id).into_any(),
+                PyString::new(py, fields.player_id).into_any(),
+                fields.score.into_pyobject(py)?.into_any(),
+                fields.ts_ms.into_pyobject(py)?.into_any(),
+                kind.bind(py).clone(),
+                PyString::new(py, fields.key_id).into_any(),
+                PyBytes::new(py, fields.sig).into_any(),
+            ],
+        )?;
         PyTuple::new(py, [Some(event), verdict, None])
+    }
+
+    /// A `ScoreEvent` holding `items`, filled in place.
+    ///
+    /// `ScoreEvent` is a NamedTuple: a tuple subclass with no state of its own
+    /// (checked in `new`). Its Python-level `__new__` would cost a frame and a
+    /// temporary tuple per event; this allocates the instance and sets its
+    /// items the way CPython's own `tuple.__new__` does for a subclass.
+    fn new_event<'py>(
+        &self,
+        py: Python<'py>,
+        items: [Bound<'py, PyAny>; 8],
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let tp = self.event_type.as_ptr().cast::<ffi::PyTypeObject>();
+        // SAFETY: `tp` is a live tuple subtype with the tuple's layout (see
+        // `check_event_type`); a fresh tuple's slots are NULL until set, and
+        // every item is an owned, non-NULL reference handed over to the tuple.
+        unsafe {
+            let alloc = (*tp).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc);
+            let object = alloc(tp, 8);
+            if object.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            for (index, item) in items.into_iter().enumerate() {
+                ffi::PyTuple_SET_ITEM(object, index as ffi::Py_ssize_t, item.into_ptr());
+            }
+            Ok(Bound::from_owned_ptr(py, object))
+        }
     }
 
     /// The record's Avro value, read as v1; the refusal `schemas/codec.py` would give.
@@ -371,6 +404,27 @@ fn refused<'py>(py: Python<'py>, refusal: Refusal) -> PyResult<Bound<'py, PyTupl
     let code = PyString::intern(py, refusal.code).into_any();
     let detail = PyString::new(py, &refusal.detail).into_any();
     PyTuple::new(py, [None, Some(code), Some(detail)])
+}
+
+/// Refuse an event class that `new_event` could not fill safely: it must be a
+/// tuple subclass of 8 fields that adds no instance state (a NamedTuple).
+fn check_event_type(event_type: &Bound<'_, PyType>) -> PyResult<()> {
+    let fields = event_type.getattr("_fields")?.len()?;
+    let tp = event_type.as_ptr().cast::<ffi::PyTypeObject>();
+    // SAFETY: reading plain fields of two live type objects.
+    let tuple_like = unsafe {
+        let tuple = std::ptr::addr_of_mut!(ffi::PyTuple_Type);
+        ffi::PyType_IsSubtype(tp, tuple) != 0
+            && (*tp).tp_basicsize == (*tuple).tp_basicsize
+            && (*tp).tp_itemsize == (*tuple).tp_itemsize
+            && (*tp).tp_dictoffset == 0
+    };
+    if fields != FIELDS.len() || !tuple_like {
+        return Err(PyValueError::new_err(
+            "event_type must be a NamedTuple of the 8 ScoreEvent fields",
+        ));
+    }
+    Ok(())
 }
 
 fn parse(schema_id: u32, json: &str) -> PyResult<Schema> {

@@ -394,6 +394,15 @@ def test_native_engine_pickles_for_worker_processes(
     assert copy(tuple(values)) == native(values)  # any sequence, not only a list
 
 
+def test_native_refuses_an_event_class_it_cannot_fill(codec: ScoreEventCodec) -> None:
+    module = native_module()
+    assert module is not None
+    wires = [(v.schema_id, v.writer_json, v.reader_json, [None]) for v in codec.wire_views()]
+    for wrong in (tuple, type("Fields8", (tuple,), {"_fields": tuple("abcdefgh")}), int):
+        with pytest.raises((ValueError, AttributeError)):
+            module.DecodeVerifier(wires, [("k1", b"1" * 16)], wrong)
+
+
 def test_keyring_semantics_match(codec: ScoreEventCodec) -> None:
     """Rotation: an event signed by either live key passes; a retired key is unknown."""
     old_and_new = parse_keyring("old:" + "aa" * 16 + ",new:" + "bb" * 16)
