@@ -21,7 +21,6 @@ from __future__ import annotations
 import io
 import json
 import pickle
-import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,8 @@ from schemas.decode_verify import (
     decode_verifier,
     native_module,
 )
+from tests.unit.test_codec import _event as unsigned_event
+from tests.unit.test_codec import _patch_kind, _registry, _v2_with_bonus
 
 pytestmark = pytest.mark.unit
 
@@ -53,27 +54,11 @@ OTHER = parse_keyring("k1:" + "33" * 32 + ",k9:" + "99" * 32)
 IDS = (1, 2, 5)
 
 
-def _v3(tmp: Path) -> Path:
-    schema = json.loads(V2.read_text())
-    kind = next(f for f in schema["fields"] if f["name"] == "kind")
-    kind["type"]["symbols"] = ["SCORE", "RETRACT", "BONUS"]
-    path = tmp / "v3-source.avsc"
-    path.write_text(json.dumps(schema))
-    return path
-
-
 @pytest.fixture(scope="module")
 def codec(tmp_path_factory: pytest.TempPathFactory) -> ScoreEventCodec:
     tmp = tmp_path_factory.mktemp("registry")
-    entries = []
-    for number, (schema_id, source) in enumerate(
-        zip(IDS, (V1, V2, _v3(tmp)), strict=True), start=1
-    ):
-        shutil.copy(source, tmp / f"v{number}.avsc")
-        entries.append({"version": number, "id": schema_id, "schema": f"v{number}.avsc"})
-    doc = {"subjects": {"score-events-value": {"compatibility": "FULL", "versions": entries}}}
-    (tmp / "registry.json").write_text(json.dumps(doc))
-    return ScoreEventCodec.from_registry(tmp / "registry.json")
+    v3 = _v2_with_bonus(tmp_path_factory.mktemp("source"))
+    return ScoreEventCodec.from_registry(_registry(tmp, *zip(IDS, (V1, V2, v3), strict=True)))
 
 
 @pytest.fixture(scope="module")
@@ -166,26 +151,13 @@ def events(draw: st.DrawFn) -> ScoreEvent:
 
 def _encode(codec: ScoreEventCodec, event: ScoreEvent, schema_id: int, region: str | None) -> bytes:
     """``event`` written with ``schema_id``; v2/v3 fill ``region`` like a v2 producer."""
+    data = codec.encode(event, schema_id)
     if schema_id == 1 or region is None:
-        return codec.encode(event, schema_id)
-    schema = fastavro.parse_schema(
-        json.loads(next(v for v in codec.wire_views() if v.schema_id == schema_id).writer_json)
-    )
-    out = io.BytesIO()
-    out.write(b"\x00" + schema_id.to_bytes(4, "big"))
-    record = {
-        "eventId": event.event_id,
-        "gameId": event.game_id,
-        "playerId": event.player_id,
-        "score": event.score,
-        "ts": event.ts_ms,
-        "kind": list(EventKind).index(event.kind),
-        "keyId": event.key_id,
-        "sig": event.sig,
-        "region": region,
-    }
-    fastavro.schemaless_writer(out, schema, record)
-    return out.getvalue()
+        return data
+    assert data[-1] == 0  # the last field, region, is null: union branch 0
+    tail = io.BytesIO()
+    fastavro.schemaless_writer(tail, fastavro.parse_schema(["null", "string"]), region)
+    return data[:-1] + tail.getvalue()
 
 
 Mutation = Callable[[bytes], bytes]
@@ -271,15 +243,9 @@ def test_engines_agree_on_random_batches(
 
 
 def _event(**overrides: Any) -> ScoreEvent:
-    fields: dict[str, Any] = {
-        "event_id": "e-0001",
-        "game_id": "g1",
-        "player_id": "p0000042",
-        "score": 12345,
-        "ts_ms": 1_714_800_000_123,
-        "kind": EventKind.SCORE,
-    }
-    fields.update(overrides)
+    """test_codec's example event, signed with ``k1``."""
+    fields = unsigned_event(**overrides)._asdict()
+    del fields["key_id"], fields["sig"]
     return signed_event(KEYS, "k1", **fields)
 
 
@@ -314,16 +280,18 @@ def test_every_truncation_and_every_bit_flip_of_each_version(
 def test_dead_letter_codes_of_known_cases(
     codec: ScoreEventCodec, engines: tuple[PythonDecodeVerify, NativeDecodeVerify]
 ) -> None:
-    good = codec.encode(_event())
-    kind_at = len(good) - (1 + 2 + 1 + 32) - 1  # kind, then keyId "k1" and the 32-byte sig
-    assert good[kind_at] == 0x00
+    event = _event()
+    good = codec.encode(event)
+    kind_at = len(good) - 37  # the kind, then keyId "k1" (3 bytes) and the sig (33 bytes)
+    assert _patch_kind(good, event, 0x02)[kind_at] == 0x02
     cases = {
         None: DECODE,
         b"": DECODE,
         b"\x01" + good[1:]: DECODE,
         good + b"\x00": DECODE,
         good[:1] + (99).to_bytes(4, "big") + good[5:]: SCHEMA,
-        good[:kind_at] + b"\x01" + good[kind_at + 1 :]: SCHEMA,  # index -1
+        _patch_kind(good, event, 0x01): SCHEMA,  # index -1
+        _patch_kind(good, event, 0x7E): SCHEMA,  # index 63
         good[:kind_at] + b"\x80\x80\x80\x80\x10" + good[kind_at + 1 :]: SCHEMA,  # 2**31
         codec.encode(_event(player_id="pppp")).replace(b"pppp", b"\xff\xfe\xfd\xfc"): SCHEMA,
         codec.encode(_event()._replace(score=99)): SIGNATURE,
@@ -332,9 +300,8 @@ def test_dead_letter_codes_of_known_cases(
     }
     assert _codes(codec, engines, list(cases)) == list(cases.values())
     # A BONUS (index 2) is a valid index of the v3 writer but no EventKind: SCHEMA.
-    v3 = codec.encode(_event(), 5)
-    bonus_at = len(v3) - (1 + 2 + 1 + 32) - 1 - 1  # ... and region's null after the sig
-    assert _codes(codec, engines, [v3[:bonus_at] + b"\x04" + v3[bonus_at + 1 :]]) == [SCHEMA]
+    bonus = _patch_kind(codec.encode(event, 5), event, 0x04, after=1)
+    assert _codes(codec, engines, [bonus]) == [SCHEMA]
 
 
 def test_the_native_engine_verifies_the_pinned_known_answer(
