@@ -27,15 +27,17 @@ LATE = "LATE"
 UNKNOWN_GAME = "UNKNOWN_GAME"
 CODES = (DECODE, SCHEMA, SIGNATURE, UNKNOWN_KEY, BOUNDS, FUTURE, LATE, UNKNOWN_GAME)
 
-#: One record's decode + signature outcome: ``(event, None, None)`` for a
-#: decoded, correctly signed event; ``(event, "SIGNATURE" | "UNKNOWN_KEY",
-#: None)`` for a decoded event the keyring refuses (the detail is worded here,
-#: after the field checks); ``(None, "DECODE" | "SCHEMA", detail)`` for bytes
-#: that are no event.
-Decoded = tuple[ScoreEvent | None, str | None, str | None]
-#: Decodes and verifies a batch of record values, one :data:`Decoded` per value
-#: (``schemas/decode_verify.py`` has the Python and the compiled engine).
-DecodeVerify = Callable[[Sequence[bytes | None]], Sequence[Decoded]]
+#: A batch's decode + signature outcome as three columns, one item per record:
+#: ``(events, codes, details)``. Per record: ``event, None, None`` for a
+#: decoded, correctly signed event; ``event, "SIGNATURE" | "UNKNOWN_KEY", None``
+#: for a decoded event the keyring refuses (the detail is worded here, after
+#: the field checks); ``None, "DECODE" | "SCHEMA", detail`` for bytes that are
+#: no event. Columns, not a tuple per record: nothing is built per record but
+#: the event.
+Decoded = tuple[Sequence[ScoreEvent | None], Sequence[str | None], Sequence[str | None]]
+#: Decodes and verifies a batch of record values (``schemas/decode_verify.py``
+#: has the Python and the compiled engine).
+DecodeVerify = Callable[[Sequence[bytes | None]], Decoded]
 
 MAX_ID_LENGTH = 128
 #: Windows are memoised per quarter hour of event time: every UTC offset, DST
@@ -70,9 +72,9 @@ class Validator:
         accepted: list[Accepted] = []
         dead: list[DeadLetter] = []
         records = batch.records
-        decoded = self._decode_verify([record.value for record in records])
+        events, codes, details = self._decode_verify([record.value for record in records])
         judge = self._judge
-        for record, (event, code, detail) in zip(records, decoded, strict=True):
+        for record, event, code, detail in zip(records, events, codes, details, strict=True):
             try:
                 accepted.append(judge(record, event, code, detail))
             except Rejected as why:
@@ -84,13 +86,13 @@ class Validator:
 
     def check(self, record: SourceRecord) -> Accepted:
         """Accept one record or raise :class:`Rejected` with its dead-letter code."""
-        ((event, code, detail),) = self._decode_verify([record.value])
-        return self._judge(record, event, code, detail)
+        events, codes, details = self._decode_verify([record.value])
+        return self._judge(record, events[0], codes[0], details[0])
 
     def _judge(
         self, record: SourceRecord, event: ScoreEvent | None, code: str | None, detail: str | None
     ) -> Accepted:
-        """The rules after decoding, on one record and its :data:`Decoded` outcome."""
+        """The rules after decoding, on one record and its decode + verify outcome."""
         if record.value is None:
             raise Rejected(DECODE, "record has no value (tombstone)")
         if event is None:

@@ -63,23 +63,30 @@ class PythonDecodeVerify:
         self._codec = codec
         self._keyring = keyring
 
-    def __call__(self, values: Sequence[bytes | None]) -> list[Decoded]:
-        """One ``(event, code, detail)`` per value (see :data:`domain.validation.Decoded`)."""
+    def __call__(self, values: Sequence[bytes | None]) -> Decoded:
+        """Events, codes and details, one each per value (see :data:`domain.validation.Decoded`)."""
         decode = self._codec.decode
         keyring = self._keyring
-        out: list[Decoded] = []
+        events: list[ScoreEvent | None] = []
+        codes: list[str | None] = []
+        details: list[str | None] = []
         for value in values:
-            if value is None:
-                out.append((None, DECODE, "record has no value"))
-                continue
-            try:
-                event = decode(value)
-            except CodecError as exc:
-                out.append((None, exc.code, exc.detail))
-                continue
-            verdict = verify(keyring, event)
-            out.append((event, None if verdict is Verdict.OK else verdict.value, None))
-        return out
+            event: ScoreEvent | None = None
+            code: str | None = DECODE
+            detail: str | None = "record has no value"
+            if value is not None:
+                try:
+                    event = decode(value)
+                except CodecError as exc:
+                    code, detail = exc.code, exc.detail
+                else:
+                    verdict = verify(keyring, event)
+                    code = None if verdict is Verdict.OK else verdict.value
+                    detail = None
+            events.append(event)
+            codes.append(code)
+            details.append(detail)
+        return events, codes, details
 
 
 class NativeDecodeVerify:
@@ -108,9 +115,9 @@ class NativeDecodeVerify:
         except ValueError as exc:
             raise ConfigError(f"{NATIVE_MODULE}: {exc}") from exc
 
-    def __call__(self, values: Sequence[bytes | None]) -> list[Decoded]:
-        """One ``(event, code, detail)`` per value, like :class:`PythonDecodeVerify`."""
-        result: list[Decoded] = self._check(values if isinstance(values, list) else list(values))
+    def __call__(self, values: Sequence[bytes | None]) -> Decoded:
+        """Events, codes and details, one each per value, like :class:`PythonDecodeVerify`."""
+        result: Decoded = self._check(values if isinstance(values, list) else list(values))
         return result
 
     def __reduce__(self) -> tuple[type[NativeDecodeVerify], tuple[ScoreEventCodec, Keyring]]:

@@ -54,6 +54,13 @@ struct Wire {
     kinds: Vec<Option<(Py<PyAny>, String)>>,
 }
 
+/// One record's `(event, code, detail)`, as `check` returns them column by column.
+type Outcome<'py> = (
+    Option<Bound<'py, PyAny>>,
+    Option<Bound<'py, PyAny>>,
+    Option<Bound<'py, PyAny>>,
+);
+
 /// Why one record is refused, before any signature is looked at.
 struct Refusal {
     code: &'static str,
@@ -179,29 +186,39 @@ impl DecodeVerifier {
         })
     }
 
-    /// One `(event, code, detail)` per value, in order.
+    /// Three columns, one item per value in order: `(events, codes, details)`.
     ///
-    /// * `(ScoreEvent, None, None)`: decoded, signature valid;
-    /// * `(ScoreEvent, "SIGNATURE" | "UNKNOWN_KEY", None)`: decoded, refused by
-    ///   the keyring (the caller words the detail, after its own field checks);
-    /// * `(None, "DECODE" | "SCHEMA", detail)`: not an event. A value that is
-    ///   not `bytes` (a tombstone's None) is `DECODE`.
+    /// * event, None, None: decoded, signature valid;
+    /// * event, "SIGNATURE" | "UNKNOWN_KEY", None: decoded, refused by the
+    ///   keyring (the caller words the detail, after its own field checks);
+    /// * None, "DECODE" | "SCHEMA", detail: not an event. A value that is not
+    ///   `bytes` (a tombstone's None) is `DECODE`.
+    ///
+    /// Columns rather than a tuple per record: no container is built per
+    /// record beyond the event itself.
     fn check<'py>(
         &self,
         py: Python<'py>,
         values: &Bound<'py, PyList>,
-    ) -> PyResult<Bound<'py, PyList>> {
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let mut readers: HashMap<u32, Option<GenericDatumReader<'_>>> = HashMap::new();
         let mut message = Vec::with_capacity(256);
-        let out = PyList::empty(py);
+        let size = values.len();
+        let (mut events, mut codes, mut details) =
+            (Vec::with_capacity(size), Vec::with_capacity(size), Vec::with_capacity(size));
         for value in values.iter() {
-            let item = match value.cast::<PyBytes>() {
+            let (event, code, detail) = match value.cast::<PyBytes>() {
                 Ok(bytes) => self.one(py, bytes.as_bytes(), &mut readers, &mut message)?,
-                Err(_) => refused(py, Refusal::decode("record has no value".to_owned()))?,
+                Err(_) => refused(py, Refusal::decode("record has no value".to_owned())),
             };
-            out.append(item)?;
+            events.push(event);
+            codes.push(code);
+            details.push(detail);
         }
-        Ok(out)
+        PyTuple::new(
+            py,
+            [PyList::new(py, events)?, PyList::new(py, codes)?, PyList::new(py, details)?],
+        )
     }
 }
 
@@ -212,25 +229,25 @@ impl DecodeVerifier {
         data: &[u8],
         readers: &mut HashMap<u32, Option<GenericDatumReader<'s>>>,
         message: &mut Vec<u8>,
-    ) -> PyResult<Bound<'py, PyTuple>> {
+    ) -> PyResult<Outcome<'py>> {
         let (wire, value) = match self.decode(data, readers) {
             Ok(found) => found,
-            Err(refusal) => return refused(py, refusal),
+            Err(refusal) => return Ok(refused(py, refusal)),
         };
         let fields = match self.fields(wire, &value) {
             Ok(fields) => fields,
-            Err(refusal) => return refused(py, refusal),
+            Err(refusal) => return Ok(refused(py, refusal)),
         };
         // A negative index names no kind (fastavro would index from the end).
         let index = usize::try_from(fields.kind).unwrap_or(usize::MAX);
         let Some((kind, symbol)) = wire.kinds.get(index).and_then(Option::as_ref) else {
-            return refused(
+            return Ok(refused(
                 py,
                 Refusal::schema(format!(
                     "schema id {}: enum index {} is not a known kind",
                     wire.schema_id, fields.kind
                 )),
-            );
+            ));
         };
         let verdict = match self.keys.get(fields.key_id) {
             None => Some(self.unknown_key.bind(py).clone().into_any()),
@@ -257,7 +274,7 @@ impl DecodeVerifier {
                 PyBytes::new(py, fields.sig).into_any(),
             ],
         )?;
-        PyTuple::new(py, [Some(event), verdict, None])
+        Ok((Some(event), verdict, None))
     }
 
     /// A `ScoreEvent` holding `items`, filled in place.
@@ -400,10 +417,10 @@ fn canonical(message: &mut Vec<u8>, fields: &Fields<'_>, symbol: &str) {
     );
 }
 
-fn refused<'py>(py: Python<'py>, refusal: Refusal) -> PyResult<Bound<'py, PyTuple>> {
+fn refused<'py>(py: Python<'py>, refusal: Refusal) -> Outcome<'py> {
     let code = PyString::intern(py, refusal.code).into_any();
     let detail = PyString::new(py, &refusal.detail).into_any();
-    PyTuple::new(py, [None, Some(code), Some(detail)])
+    (None, Some(code), Some(detail))
 }
 
 /// Refuse an event class that `new_event` could not fill safely: it must be a

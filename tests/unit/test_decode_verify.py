@@ -72,14 +72,23 @@ def engines(codec: ScoreEventCodec) -> tuple[PythonDecodeVerify, NativeDecodeVer
 # -- the oracle -----------------------------------------------------------------------
 
 
-def _outcome(decoded: Decoded) -> tuple[ScoreEvent | None, str | None]:
-    event, code, detail = decoded
-    if event is None:
-        assert code in (DECODE, SCHEMA) and detail, decoded
-    else:
-        assert isinstance(event, ScoreEvent) and type(event.kind) is EventKind
-        assert code in (None, SIGNATURE, UNKNOWN_KEY) and detail is None, decoded
-    return event, code
+def rows(decoded: Decoded) -> list[tuple[ScoreEvent | None, str | None, str | None]]:
+    """The three columns of an engine's answer as one ``(event, code, detail)`` per record."""
+    events, codes, details = decoded
+    assert len(events) == len(codes) == len(details)
+    return list(zip(events, codes, details, strict=True))
+
+
+def _outcomes(decoded: Decoded) -> list[tuple[ScoreEvent | None, str | None]]:
+    out = []
+    for event, code, detail in rows(decoded):
+        if event is None:
+            assert code in (DECODE, SCHEMA) and detail, (code, detail)
+        else:
+            assert isinstance(event, ScoreEvent) and type(event.kind) is EventKind
+            assert code in (None, SIGNATURE, UNKNOWN_KEY) and detail is None, (event, code)
+        out.append((event, code))
+    return out
 
 
 def _strict_code(codec: ScoreEventCodec, data: bytes) -> str | None:
@@ -112,8 +121,8 @@ def agree(
 ) -> list[tuple[ScoreEvent | None, str | None]]:
     """Both engines on ``values`` (one batch); the common outcomes."""
     python, native = engines
-    expected = [_outcome(d) for d in python(values)]
-    got = [_outcome(d) for d in native(values)]
+    expected = _outcomes(python(values))
+    got = _outcomes(native(values))
     assert len(got) == len(values)
     for value, want, have in zip(values, expected, got, strict=True):
         if want != have:
@@ -315,8 +324,8 @@ def test_the_native_engine_verifies_the_pinned_known_answer(
         "e-1", "g1", "p0000042", 12345, 1_714_800_000_123, EventKind.SCORE, "k1", sig
     )
     value = ScoreEventCodec.from_registry().encode(event)
-    assert native([value]) == [(event, None, None)]
-    assert native([value.replace(b"e-1", b"e-2")])[0][1] == SIGNATURE
+    assert rows(native([value])) == [(event, None, None)]
+    assert rows(native([value.replace(b"e-1", b"e-2")]))[0][1] == SIGNATURE
 
 
 def test_an_over_long_varint_is_the_one_difference(
@@ -329,8 +338,8 @@ def test_an_over_long_varint_is_the_one_difference(
     assert good.count(canonical_score) == 1
     padded = good.replace(canonical_score, b"\xf2\xc0\x81" + b"\x80" * 8 + b"\x00")
     python, native = engines
-    assert python([padded]) == [(event, None, None)]
-    assert native([padded])[0][:2] == (None, DECODE)
+    assert rows(python([padded])) == [(event, None, None)]
+    assert rows(native([padded]))[0][:2] == (None, DECODE)
     assert _strict_code(codec, padded) == DECODE
     # Padded to the 10 bytes Avro allows, both read it.
     ten = good.replace(canonical_score, b"\xf2\xc0\x81" + b"\x80" * 6 + b"\x00")
@@ -385,4 +394,4 @@ def test_keyring_semantics_match(codec: ScoreEventCodec) -> None:
     for keyring, expected in ((old_and_new, [None, None]), (only_new, [UNKNOWN_KEY, None])):
         python = decode_verifier(keyring, codec, "python")
         native = decode_verifier(keyring, codec, "native")
-        assert [c for _, c, _ in python(signed)] == [c for _, c, _ in native(signed)] == expected
+        assert list(python(signed)[1]) == list(native(signed)[1]) == expected
