@@ -91,9 +91,7 @@ def build(
     stop = StopSignal()
     _install_stop_handlers(stop)
     progress.start(settings.progress_s)
-    engine = decode_verifier(config.keyring, engine=settings.decoder)
-    log.info("decode + verify: the %s engine", engine.engine)
-    validator = Validator(config.catalog, engine)
+    validator = Validator(config.catalog, decode_verifier(config.keyring, engine=settings.decoder))
 
     target = namespace or settings.namespace
     retry = Backoff(budget_s=settings.redis_retry_s)

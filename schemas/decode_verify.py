@@ -125,14 +125,27 @@ class NativeDecodeVerify:
         return (NativeDecodeVerify, (self._codec, self._keyring))
 
 
+def resolve_engine(engine: str) -> str:
+    """``native`` or ``python``: what ``engine`` (a value of ``LB_DECODER``) runs here.
+
+    ``ConfigError`` for an unknown name, or for ``native`` when ``lb_native``
+    is not installed, so ``lb run`` says so before it starts any process.
+    """
+    if engine not in ENGINES:
+        raise ConfigError(f"LB_DECODER must be one of {', '.join(ENGINES)}, got {engine!r}")
+    built = native_module() is not None
+    if engine == "native" and not built:
+        raise ConfigError(f"LB_DECODER=native: {NATIVE_MODULE} is not installed; {BUILD_HINT}")
+    return "native" if engine == "native" or (engine == "auto" and built) else "python"
+
+
 def decode_verifier(
     keyring: Keyring, codec: ScoreEventCodec | None = None, engine: str = "auto"
 ) -> PythonDecodeVerify | NativeDecodeVerify:
     """The engine ``engine`` names (``auto``: native when built) for ``codec``'s registry."""
-    if engine not in ENGINES:
-        raise ConfigError(f"LB_DECODER must be one of {', '.join(ENGINES)}, got {engine!r}")
+    resolved = resolve_engine(engine)
     codec = codec if codec is not None else ScoreEventCodec.from_registry()
-    if engine == "python" or (engine == "auto" and native_module() is None):
+    if resolved == "python":
         return PythonDecodeVerify(codec, keyring)
     return NativeDecodeVerify(codec, keyring)
 

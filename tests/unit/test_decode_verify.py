@@ -34,12 +34,14 @@ from domain.errors import ConfigError
 from domain.events import EventKind, ScoreEvent
 from domain.signing import parse_keyring, sign, signed_event
 from domain.validation import DECODE, SCHEMA, SIGNATURE, UNKNOWN_KEY, Decoded
+from schemas import decode_verify
 from schemas.codec import DEFAULT_REGISTRY, ScoreEventCodec
 from schemas.decode_verify import (
     NativeDecodeVerify,
     PythonDecodeVerify,
     decode_verifier,
     native_module,
+    resolve_engine,
 )
 from tests.unit.test_codec import _event as unsigned_event
 from tests.unit.test_codec import _patch_kind, _registry, _v2_with_bonus
@@ -358,6 +360,23 @@ def test_native_is_built_and_auto_picks_it() -> None:
 def test_unknown_engine_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="LB_DECODER"):
         decode_verifier(KEYS, engine="fast")
+
+
+def test_without_the_native_module_auto_falls_back_and_native_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert [resolve_engine(e) for e in ("auto", "native", "python")] == [
+        "native",
+        "native",
+        "python",
+    ]
+    monkeypatch.setattr(decode_verify, "native_module", lambda: None)
+    assert resolve_engine("auto") == "python"
+    assert decode_verifier(KEYS).engine == "python"
+    with pytest.raises(ConfigError, match=r"lb_native is not installed; scripts/bootstrap\.sh"):
+        resolve_engine("native")
+    with pytest.raises(ConfigError, match="LB_DECODER=native"):
+        NativeDecodeVerify(ScoreEventCodec.from_registry(), KEYS)
 
 
 def test_native_engine_pickles_for_worker_processes(
