@@ -4,6 +4,7 @@ Usage (from the repository root, with ``lb up`` running)::
 
     .venv/bin/python -m bench.cpu [--workload zipf|new-players|history|all]
                                   [--events 200000] [--profile 25]
+                                  [--decoder python,native]
 
 The job's own per-batch work (the same ``Validator``, ``BoardPlanner`` and
 ``RedisBoardStore`` as ``lb run``) in one thread, fed straight from the load
@@ -13,6 +14,12 @@ and one write round trip each. It reports microseconds per record for each
 stage and, with ``--profile N``, the N functions with the most own time from
 ``cProfile`` (which inflates many-small-call code, so read its shares, not
 its totals). Progress on stderr, a JSON summary on stdout.
+
+``--decoder`` lists the decode + verify engines to run (``schemas/decode_verify.py``;
+default: both when ``lb_native`` is built): each shape's same records go
+through each engine in turn, into a fresh namespace, and the summary puts
+them side by side with the ratio python / native of the validate stage and
+of the process CPU per record.
 
 What it does not include: consuming from Kafka (``bench.ingest``'s ceiling
 measures it), Bytewax's own per-item cost and the dead-letter producer.
@@ -34,12 +41,14 @@ from typing import Any
 from bench.common import COUNTED, Scratch, base_settings, counted, emit, log, run_id
 from bench.workloads import WORKLOADS, shape
 from config.clients import redis_client
+from config.settings import Settings
 from domain.games import GameCatalog
 from domain.planner import BoardPlanner, LookupResults
 from domain.records import RecordBatch, SourceRecord
 from domain.signing import parse_keyring
 from domain.validation import Validator
 from schemas.codec import ScoreEventCodec
+from schemas.decode_verify import decode_verifier, native_module
 from sinks.redis_boards import RedisBoardStore
 
 PARTITIONS = 4
@@ -75,8 +84,10 @@ def _batches(
     return out
 
 
-def measure(workload: str, events: int, players: int, profile: int) -> dict[str, Any]:
-    """One shape's stage times (and profile) over ``events`` records."""
+def measure(
+    workload: str, events: int, players: int, profile: int, engines: list[str]
+) -> list[dict[str, Any]]:
+    """One shape's stage times (and profile) over ``events`` records, once per engine."""
     settings = base_settings()
     keyring = parse_keyring(settings.hmac_keys.reveal())
     codec = ScoreEventCodec.from_registry()
@@ -95,17 +106,35 @@ def measure(workload: str, events: int, players: int, profile: int) -> dict[str,
     expected = sum(1 for item in generated if item.expected in ("ok", "duplicate"))
     batches = _batches(records, partitions, settings.batch_max)
     del generated
+    return [
+        _run(workload, engine, len(records), batches, expected, profile, settings)
+        for engine in engines
+    ]
 
+
+def _run(
+    workload: str,
+    engine: str,
+    n: int,
+    batches: list[tuple[int, list[SourceRecord]]],
+    expected: int,
+    profile: int,
+    settings: Settings,
+) -> dict[str, Any]:
+    """The stages over ``batches`` with the decode + verify engine ``engine``."""
+    keyring = parse_keyring(settings.hmac_keys.reveal())
     prefix = f"bench-cpu-{run_id()}"
     with Scratch(settings, prefix) as scratch:
         namespace = scratch.namespace(prefix)
-        validator = Validator(GameCatalog.builtin(), keyring, codec.decode)
+        validator = Validator(GameCatalog.builtin(), decode_verifier(keyring, engine=engine))
         store = RedisBoardStore(redis_client(settings))
         planner = BoardPlanner(namespace, settings.dedupe_horizon_s * 1000, settings.cache_players)
         times = dict.fromkeys(STAGES, 0.0)
         clock = time.perf_counter
         profiler = cProfile.Profile() if profile else None
-        log(f"{workload}: {len(batches)} batches of up to {settings.batch_max:,} records")
+        log(
+            f"{workload} [{engine}]: {len(batches)} batches of up to {settings.batch_max:,} records"
+        )
         if profiler is not None:
             profiler.enable()
         cpu0 = time.process_time()
@@ -135,9 +164,9 @@ def measure(workload: str, events: int, players: int, profile: int) -> dict[str,
             profiler.disable()
         total, stats = counted(scratch.redis, namespace)
     verified = total == expected
-    n = len(records)
     result: dict[str, Any] = {
         "workload": workload,
+        "decoder": engine,
         "records": n,
         "verified": verified,
         "counted": {name: stats.get(name, 0) for name in COUNTED},
@@ -151,7 +180,7 @@ def measure(workload: str, events: int, players: int, profile: int) -> dict[str,
         pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(profile)
         result["profile"] = out.getvalue()
     log(
-        f"{workload}: {n:,} records in {wall:.2f} s = {n / wall:,.0f}/s, "
+        f"{workload} [{engine}]: {n:,} records in {wall:.2f} s = {n / wall:,.0f}/s, "
         f"{1e6 * cpu / n:.1f} us CPU/record; "
         + ", ".join(f"{k} {1e6 * v / n:.1f}" for k, v in times.items())
         + ("" if verified else f"; COUNTED {total} != {expected}")
@@ -166,14 +195,68 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--players", type=int, default=1_000_000)
     parser.add_argument("--profile", type=int, default=0, metavar="N")
+    parser.add_argument(
+        "--decoder",
+        default=None,
+        metavar="ENGINES",
+        help="comma-separated engines among python,native (default: both when native is built)",
+    )
     args = parser.parse_args(argv)
+    if args.decoder is None:
+        engines = ["python", "native"] if native_module() is not None else ["python"]
+    else:
+        engines = [e.strip() for e in args.decoder.split(",") if e.strip()]
+    if not engines or any(e not in ("python", "native") for e in engines):
+        print(f"--decoder: expected python and/or native, got {args.decoder!r}", file=sys.stderr)
+        return 2
+    if "native" in engines and native_module() is None:
+        print("--decoder native: lb_native is not built (scripts/bootstrap.sh)", file=sys.stderr)
+        return 2
     names = list(WORKLOADS) if args.workload == "all" else [args.workload]
-    results = [measure(name, args.events, args.players, args.profile) for name in names]
+    results = [
+        result
+        for name in names
+        for result in measure(name, args.events, args.players, args.profile, engines)
+    ]
     for result in results:
         if "profile" in result:
-            print(f"--- {result['workload']}\n{result['profile']}", file=sys.stderr)
-    emit({"benchmark": "cpu", "results": results})
+            print(
+                f"--- {result['workload']} [{result['decoder']}]\n{result['profile']}",
+                file=sys.stderr,
+            )
+    summary: dict[str, Any] = {"benchmark": "cpu", "results": results}
+    if len(engines) > 1:
+        summary["engines"] = _side_by_side(results, engines)
+    emit(summary)
     return 0 if all(r["verified"] for r in results) else 1
+
+
+def _side_by_side(results: list[dict[str, Any]], engines: list[str]) -> dict[str, Any]:
+    """Per shape, each engine's validate stage and process CPU per record, and their ratio."""
+    out: dict[str, Any] = {}
+    for workload in dict.fromkeys(r["workload"] for r in results):
+        by_engine = {r["decoder"]: r for r in results if r["workload"] == workload}
+        row: dict[str, Any] = {}
+        for label, path in (
+            ("validate_us_per_record", ("stages_us_per_record", STAGES[0])),
+            ("process_cpu_us_per_record", ("process_cpu_us_per_record",)),
+        ):
+            figures: dict[str, float | None] = {}
+            for engine in engines:
+                value: Any = by_engine[engine]
+                for key in path:
+                    value = value[key]
+                figures[engine] = value
+            first, last = figures[engines[0]], figures[engines[-1]]
+            ratio = round(first / last, 2) if first is not None and last else None
+            figures[f"{engines[0]}/{engines[-1]}"] = ratio
+            row[label] = figures
+        out[workload] = row
+        log(
+            f"{workload}: validate {row['validate_us_per_record']}, "
+            f"process CPU {row['process_cpu_us_per_record']} (us per record)"
+        )
+    return out
 
 
 if __name__ == "__main__":

@@ -96,6 +96,7 @@ from domain.signing import Keyring, Verdict, parse_keyring, verify
 from domain.validation import Validator
 from domain.windows import WindowKind, window_for
 from schemas.codec import ScoreEventCodec
+from schemas.decode_verify import decode_verifier
 from sinks.redis_boards import RedisBoardStore
 from sources.producer import ScoreProducer
 
@@ -389,7 +390,7 @@ def _stages(
     """
     namespace = scratch.namespace(f"{scratch.prefix}-stages")
     keyring = parse_keyring(settings.hmac_keys.reveal())
-    validator = Validator(GameCatalog.builtin(), keyring, ScoreEventCodec.from_registry().decode)
+    validator = Validator(GameCatalog.builtin(), decode_verifier(keyring, engine=settings.decoder))
     store = RedisBoardStore(redis_client(settings))
     planner = BoardPlanner(namespace, settings.dedupe_horizon_s * 1000, settings.cache_players)
     limit = min(args.events, args.stage_events)

@@ -112,6 +112,10 @@ class Settings:
     log_format: str = "text"
     #: Where ``lb up --monitoring`` serves Prometheus (loopback).
     prometheus_port: int = 29090
+    #: Decode + signature engine (``schemas/decode_verify.py``): ``native`` (the
+    #: compiled ``lb_native``), ``python`` (fastavro, the reference) or ``auto``
+    #: (native when it is installed).
+    decoder: str = "auto"
 
     def __post_init__(self) -> None:
         if not self.kafka_bootstrap:
@@ -158,6 +162,8 @@ class Settings:
             raise ConfigError("LB_READY_RETRY_S must be at least 1")
         if self.log_format not in ("text", "json"):
             raise ConfigError(f"LB_LOG_FORMAT must be text or json, got {self.log_format!r}")
+        if self.decoder not in ("auto", "native", "python"):
+            raise ConfigError(f"LB_DECODER must be auto, native or python, got {self.decoder!r}")
         if self.games_file is not None and not self.games_file.is_file():
             raise ConfigError(f"LB_GAMES points at {self.games_file}, which is not a file")
 
@@ -234,6 +240,7 @@ class Settings:
             ready_retry_s=_int(env, "LB_READY_RETRY_S", 30),
             log_format=(env.get("LB_LOG_FORMAT") or "text").lower(),
             prometheus_port=_int(env, "LB_PROMETHEUS_PORT", 29090),
+            decoder=(env.get("LB_DECODER") or "auto").lower(),
         )
 
 

@@ -8,13 +8,12 @@ is verified before any field is trusted (bounds on a forged event mean nothing).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from domain.errors import CodecError, EncodingError
+from domain.errors import EncodingError
 from domain.events import EventKind, ScoreEvent
 from domain.games import GameCatalog, GameConfig, valid_game_id
 from domain.records import Accepted, CheckedBatch, DeadLetter, RecordBatch, SourceRecord
-from domain.signing import Keyring, Verdict, verify
 from domain.windows import Window, WindowKind
 
 #: Dead-letter codes (SPEC.md); every refused record carries exactly one.
@@ -27,6 +26,18 @@ FUTURE = "FUTURE"
 LATE = "LATE"
 UNKNOWN_GAME = "UNKNOWN_GAME"
 CODES = (DECODE, SCHEMA, SIGNATURE, UNKNOWN_KEY, BOUNDS, FUTURE, LATE, UNKNOWN_GAME)
+
+#: A batch's decode + signature outcome as three columns, one item per record:
+#: ``(events, codes, details)``. Per record: ``event, None, None`` for a
+#: decoded, correctly signed event; ``event, "SIGNATURE" | "UNKNOWN_KEY", None``
+#: for a decoded event the keyring refuses (the detail is worded here, after
+#: the field checks); ``None, "DECODE" | "SCHEMA", detail`` for bytes that are
+#: no event. Columns, not a tuple per record: nothing is built per record but
+#: the event.
+Decoded = tuple[Sequence[ScoreEvent | None], Sequence[str | None], Sequence[str | None]]
+#: Decodes and verifies a batch of record values (``schemas/decode_verify.py``
+#: has the Python and the compiled engine).
+DecodeVerify = Callable[[Sequence[bytes | None]], Decoded]
 
 MAX_ID_LENGTH = 128
 #: Windows are memoised per quarter hour of event time: every UTC offset, DST
@@ -44,48 +55,54 @@ class Rejected(Exception):
 
 
 class Validator:
-    """The validation rules of one job, built once from its catalog and keyring."""
+    """The validation rules of one job, built once from its catalog and decode engine.
 
-    def __init__(
-        self,
-        catalog: GameCatalog,
-        keyring: Keyring,
-        decode: Callable[[bytes], ScoreEvent],
-    ) -> None:
+    Decoding and the signature check run for a whole batch in one call of
+    ``decode_verify`` (compiled or Python, see ``schemas/decode_verify.py``);
+    every other rule is here, in the order below, whichever engine ran.
+    """
+
+    def __init__(self, catalog: GameCatalog, decode_verify: DecodeVerify) -> None:
         self._catalog = catalog
-        self._keyring = keyring
-        self._decode = decode
+        self._decode_verify = decode_verify
         self._rules: dict[str, _GameRules] = {}
 
     def check_batch(self, batch: RecordBatch) -> CheckedBatch:
         """Split one partition batch into accepted events and dead letters."""
         accepted: list[Accepted] = []
         dead: list[DeadLetter] = []
-        for record in batch.records:
+        records = batch.records
+        events, codes, details = self._decode_verify([record.value for record in records])
+        judge = self._judge
+        for record, event, code, detail in zip(records, events, codes, details, strict=True):
             try:
-                accepted.append(self.check(record))
+                accepted.append(judge(record, event, code, detail))
             except Rejected as why:
                 dead.append(DeadLetter(batch.topic, batch.partition, record, why.code, why.detail))
-        last = batch.records[-1].offset if batch.records else max(batch.next_offset, 0) - 1
+        last = records[-1].offset if records else max(batch.next_offset, 0) - 1
         return CheckedBatch(
             batch.topic, batch.partition, tuple(accepted), tuple(dead), last, batch.generation
         )
 
     def check(self, record: SourceRecord) -> Accepted:
         """Accept one record or raise :class:`Rejected` with its dead-letter code."""
+        events, codes, details = self._decode_verify([record.value])
+        return self._judge(record, events[0], codes[0], details[0])
+
+    def _judge(
+        self, record: SourceRecord, event: ScoreEvent | None, code: str | None, detail: str | None
+    ) -> Accepted:
+        """The rules after decoding, on one record and its decode + verify outcome."""
         if record.value is None:
             raise Rejected(DECODE, "record has no value (tombstone)")
-        try:
-            event = self._decode(record.value)
-        except CodecError as exc:
-            raise Rejected(exc.code, exc.detail) from None
+        if event is None:
+            raise Rejected(code or DECODE, detail or "not a score event")
         rules = self._rules.get(event.game_id)
         if rules is None:
             _check_game_id(event.game_id)
         _check_identity(event, record)
-        verdict = verify(self._keyring, event)
-        if verdict is not Verdict.OK:
-            if verdict is Verdict.UNKNOWN_KEY:
+        if code is not None:  # the signature: checked before any field is trusted
+            if code == UNKNOWN_KEY:
                 raise Rejected(UNKNOWN_KEY, f"keyId {event.key_id!r} is not in the keyring")
             raise Rejected(SIGNATURE, f"signature does not match keyId {event.key_id!r}")
         if rules is None:

@@ -28,7 +28,7 @@ from domain.records import CheckedBatch, RecordBatch
 from domain.rewinds import Rewinds
 from domain.validation import Validator
 from flows import preflight, progress
-from schemas.codec import ScoreEventCodec
+from schemas.decode_verify import decode_verifier
 from sinks.dead_letters import DeadLetterSink
 from sinks.redis_boards import RedisBoardSink, ResumeFromRedis
 from sources.kafka_source import ScoreTopicSource, StopSignal
@@ -97,7 +97,7 @@ def build(
     stop = StopSignal()
     _install_stop_handlers(stop)
     progress.start(settings.progress_s)
-    validator = Validator(config.catalog, config.keyring, ScoreEventCodec.from_registry().decode)
+    validator = Validator(config.catalog, decode_verifier(config.keyring, engine=settings.decoder))
 
     target = namespace or settings.namespace
     retry = Backoff(budget_s=settings.redis_retry_s)

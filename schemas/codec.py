@@ -44,7 +44,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import fastavro
 from fastavro.read import SchemaResolutionError
@@ -165,12 +165,26 @@ def _load_json(path: Path) -> Any:
         raise ConfigError(f"{path} is not valid JSON: {exc}") from exc
 
 
+class WireView(NamedTuple):
+    """One schema id as :meth:`ScoreEventCodec.decode` reads it (see the module doc)."""
+
+    schema_id: int
+    #: The writer schema's wire view, JSON.
+    writer_json: str
+    #: The v1 wire view it is resolved against, JSON; None when the writer is v1.
+    reader_json: str | None
+    #: Writer enum index -> EventKind (None: a symbol EventKind does not know).
+    kinds: tuple[EventKind | None, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class _Wire:
     """Everything needed to read or write one schema id, prepared once."""
 
     schema_id: int
     header: bytes
+    #: The writer's wire view as JSON text (what the compiled reader parses).
+    view_json: str
     #: fastavro-parsed wire view of the writer schema.
     writer: dict[str, Any]
     #: Parsed wire view of the reader (v1) schema, or None when writer == reader.
@@ -190,7 +204,7 @@ class ScoreEventCodec:
     unless asked for another id. Instances are immutable and thread-safe.
     """
 
-    __slots__ = ("_by_id", "_default_id", "subject")
+    __slots__ = ("_by_id", "_default_id", "_reader_json", "subject")
 
     def __init__(self, subject: Subject) -> None:
         """Prepare every version of ``subject``; ``ConfigError`` if v1 cannot hold a ScoreEvent."""
@@ -198,11 +212,13 @@ class ScoreEventCodec:
         base = subject.versions[0]
         reader_view, reader_enums = _wire_view(base.schema)
         _check_reader(base, reader_view)
+        self._reader_json = json.dumps(reader_view)
         reader_parsed = cast(dict[str, Any], fastavro.parse_schema(reader_view))
         reader_symbols = _kind_symbols(base.schema, reader_enums)
         by_id: dict[int, _Wire] = {}
         for version in subject.versions:
             view, enums = _wire_view(version.schema)
+            view_json = json.dumps(view)
             symbols = _kind_symbols(version.schema, enums) or reader_symbols
             kinds = tuple(EventKind(s) if s in _KIND_VALUES else None for s in symbols)
             try:
@@ -212,6 +228,7 @@ class ScoreEventCodec:
             by_id[version.schema_id] = _Wire(
                 schema_id=version.schema_id,
                 header=bytes([MAGIC_BYTE]) + version.schema_id.to_bytes(4, "big"),
+                view_json=view_json,
                 writer=parsed,
                 reader=None if version is base else reader_parsed,
                 kinds=kinds,
@@ -234,6 +251,22 @@ class ScoreEventCodec:
     def schema_ids(self) -> tuple[int, ...]:
         """Every schema id this codec can decode (and encode), oldest version first."""
         return tuple(self._by_id)
+
+    def wire_views(self) -> tuple[WireView, ...]:
+        """What another reader needs to decode exactly like :meth:`decode`, per schema id.
+
+        The compiled path (``schemas/native.py``) reads these same views, so the
+        schema rewriting above and the enum index table stay in this one place.
+        """
+        return tuple(
+            WireView(
+                wire.schema_id,
+                wire.view_json,
+                None if wire.reader is None else self._reader_json,
+                wire.kinds,
+            )
+            for wire in self._by_id.values()
+        )
 
     def encode(self, event: ScoreEvent, schema_id: int = 1) -> bytes:
         """Confluent-framed Avro bytes of ``event`` written with schema ``schema_id``.

@@ -4,9 +4,19 @@
 # chromium and chromium-driver (the live page's browser test), wrk (the HTTP
 # benchmark), prometheus/promtool (lb up --monitoring and the rules' test), tmux
 # (the live terminal view's test), and the Python virtualenv at .venv with the
-# pinned dependencies.
+# pinned dependencies and the compiled decode + verify (native/, lb_native),
+# built from crates.io with Rust's cargo, which must be installed (rustup).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# rustup installs cargo in ~/.cargo/bin, which a non-login shell may not have on PATH.
+if ! command -v cargo >/dev/null && [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ]; then
+  export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+fi
+if ! command -v cargo >/dev/null; then
+  echo "cargo not found: native/ (lb_native) is built with Rust's cargo; install it with rustup (https://rustup.rs)" >&2
+  exit 2
+fi
 
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
@@ -38,4 +48,12 @@ if [ ! -f .venv/.installed ] || [ pyproject.toml -nt .venv/.installed ]; then
   .venv/bin/pip install -q --upgrade pip==26.3
   .venv/bin/pip install -q -e '.[dev,bench]'
   touch .venv/.installed
+fi
+# lb_native: a wheel built by maturin (pinned in native/pyproject.toml) with the
+# crate versions of native/Cargo.lock; rebuilt whenever a source file changes.
+if [ ! -f .venv/.native ] || [ -n "$(find native/src native/Cargo.toml native/Cargo.lock \
+    native/pyproject.toml -newer .venv/.native -print -quit)" ]; then
+  echo "building native/ (lb_native) with cargo" >&2
+  .venv/bin/pip install -q --force-reinstall --no-deps ./native
+  touch .venv/.native
 fi

@@ -40,7 +40,7 @@ from domain.validation import Validator
 from domain.windows import window_from_id
 from jobs.backfill import Backfill, KafkaOffsets, make_plan
 from jobs.verifier import LogReader
-from schemas.codec import ScoreEventCodec
+from schemas.decode_verify import decode_verifier
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -123,8 +123,7 @@ def replay_tools(
     """
     validator = Validator(
         game_catalog(settings),
-        parse_keyring(settings.hmac_keys.reveal()),
-        ScoreEventCodec.from_registry().decode,
+        decode_verifier(parse_keyring(settings.hmac_keys.reveal()), engine=settings.decoder),
     )
     log = LogReader(quiet_kafka_config(settings), topic)
     return client if client is not None else redis_client(settings), log, validator

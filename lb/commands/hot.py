@@ -27,7 +27,7 @@ from domain.validation import Validator
 from jobs.verifier import LogReader
 from lb.commands.read import WINDOW_HELP, now_ms
 from readers.hot import answer_of
-from schemas.codec import ScoreEventCodec
+from schemas.decode_verify import decode_verifier
 
 
 def _hot(args: argparse.Namespace) -> int:
@@ -41,7 +41,8 @@ def _hot(args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= MAX_LIMIT:
         raise QueryError(f"--limit must be 1..{MAX_LIMIT}, got {args.limit}")
     validator = Validator(
-        catalog, parse_keyring(settings.hmac_keys.reveal()), ScoreEventCodec.from_registry().decode
+        catalog,
+        decode_verifier(parse_keyring(settings.hmac_keys.reveal()), engine=settings.decoder),
     )
     log = LogReader(settings.kafka_config(), settings.topic)
     started = time.monotonic()

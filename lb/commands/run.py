@@ -30,6 +30,7 @@ from config.settings import Settings
 from domain.errors import ServiceError
 from flows import preflight
 from flows.scoreboard import FLOW_ID
+from schemas.decode_verify import resolve_engine
 from telemetry import logs
 
 RECOVERY_PARTITIONS = 4
@@ -117,6 +118,7 @@ def launch(
     """
     settings = Settings.from_env()
     config = preflight.job_config(settings)
+    engine = resolve_engine(settings.decoder)
     processes = max(1, args.processes)
     recovery = None if args.no_recovery else str(settings.recovery_dir(flow))
     if args.dry_run:
@@ -151,7 +153,8 @@ def launch(
         f"lb {args.command}: {settings.topic} ({partitions} partitions) -> "
         f"{settings.redis_display_url()} namespace {settings.namespace}; games: "
         f"{preflight.describe_games(config.catalog, settings.games_file)}; dead letters -> "
-        f"{settings.dlq_topic}; {processes} process(es) x {args.workers} worker(s)"
+        f"{settings.dlq_topic}; {processes} process(es) x {args.workers} worker(s); "
+        f"decode + verify: {engine}"
         + ("; until the end offsets seen now" if "until_end=True" in flow_call else "")
     )
     if settings.log_format == "json":

@@ -25,7 +25,7 @@ from config.settings import Settings
 from domain.signing import parse_keyring
 from domain.validation import Validator
 from jobs.verifier import LogReader, Verifier, VerifyReport
-from schemas.codec import ScoreEventCodec
+from schemas.decode_verify import decode_verifier
 
 
 def _progress(started: float) -> object:
@@ -67,8 +67,7 @@ def _verify(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     validator = Validator(
         game_catalog(settings),
-        parse_keyring(settings.hmac_keys.reveal()),
-        ScoreEventCodec.from_registry().decode,
+        decode_verifier(parse_keyring(settings.hmac_keys.reveal()), engine=settings.decoder),
     )
     verifier = Verifier(
         redis_client(settings),

@@ -89,6 +89,7 @@ def test_the_job_survives_fuzzed_input_and_dead_letters_all_of_it(
     done = lb(["run", "--until-end"], env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
+    assert "decode + verify: native" in done.stderr  # LB_DECODER's default, auto
 
     letters = read_dead_letters(kafka_bootstrap, f"{topic}.dlq")
     positions = {

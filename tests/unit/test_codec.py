@@ -261,12 +261,18 @@ def test_decodes_every_registered_version(tmp_path: Path) -> None:
     assert codec.decode(_patch_kind(v2_data, event, 0x00, after=1)).kind is EventKind.SCORE
 
 
-def test_v2_enum_with_unknown_symbol_is_schema(tmp_path: Path) -> None:
+def _v2_with_bonus(tmp_path: Path) -> Path:
+    """The v2 fixture whose enum has a third symbol, BONUS, that EventKind lacks."""
     v2 = json.loads(V2.read_text())
     kind = next(f for f in v2["fields"] if f["name"] == "kind")
     kind["type"]["symbols"] = ["SCORE", "RETRACT", "BONUS"]
     source = tmp_path / "src.avsc"
     source.write_text(json.dumps(v2))
+    return source
+
+
+def test_v2_enum_with_unknown_symbol_is_schema(tmp_path: Path) -> None:
+    source = _v2_with_bonus(tmp_path)
     registry = tmp_path / "reg"
     registry.mkdir()
     codec = ScoreEventCodec.from_registry(

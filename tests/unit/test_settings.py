@@ -57,6 +57,7 @@ def test_secrets_never_print(tmp_path: Path) -> None:
         ({"LB_KAFKA_RETRY_S": "-5"}, "LB_KAFKA_RETRY_S"),
         ({"LB_REDIS_TIMEOUT_S": "0"}, "LB_REDIS_TIMEOUT_S"),
         ({"LB_CACHE_PLAYERS": "0"}, "LB_CACHE_PLAYERS"),
+        ({"LB_DECODER": "rust"}, "LB_DECODER"),
     ],
 )
 def test_bad_settings_are_refused_with_the_variable_named(

@@ -1,5 +1,7 @@
 """Validation rules, table-driven, with the real Avro codec and real HMAC signatures.
 
+Every test runs once per decode + verify engine (``schemas/decode_verify.py``):
+the Python reference and the compiled ``lb_native``, which must be built.
 Every dead-letter code of SPEC.md is produced here from real wire bytes, and
 each time-based rule is checked on both sides of its boundary. Time is judged
 against the record's own timestamp, so every case fixes it explicitly.
@@ -7,7 +9,7 @@ against the record's own timestamp, so every case fixes it explicitly.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -32,6 +34,7 @@ from domain.validation import (
     Validator,
 )
 from schemas.codec import ScoreEventCodec
+from schemas.decode_verify import ENGINES, decode_verifier
 
 pytestmark = pytest.mark.unit
 
@@ -112,8 +115,21 @@ def record(
     )
 
 
+#: The engine the current module-scoped parameter selected.
+ENGINE: dict[str, str] = {}
+
+
+@pytest.fixture(scope="module", autouse=True, params=[e for e in ENGINES if e != "auto"])
+def engine(request: pytest.FixtureRequest) -> Iterator[str]:
+    ENGINE["name"] = request.param
+    yield request.param
+    ENGINE.clear()
+
+
 def validator(catalog: GameCatalog = CATALOG) -> Validator:
-    return Validator(catalog, KEYS, CODEC.decode)
+    built = decode_verifier(KEYS, CODEC, ENGINE["name"])
+    assert built.engine == ENGINE["name"]
+    return Validator(catalog, built)
 
 
 def _unknown_schema_id() -> bytes:
