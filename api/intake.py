@@ -174,8 +174,12 @@ class ScoreIntake:
     async def submit(self, bodies: Sequence[ScoreEventIn]) -> list[str]:
         """Check every event (all or nothing), produce them, wait for Kafka; their ids."""
         events = [self.check(body) for body in bodies]
-        await self._producer.send(events, self._codec)
+        await self.send(events)
         return [event.event_id for event in events]
+
+    async def send(self, events: Sequence[ScoreEvent]) -> None:
+        """Produce checked events and wait until Kafka acknowledged all of them."""
+        await self._producer.send(events, self._codec)
 
     def close(self) -> None:
         self._producer.close()

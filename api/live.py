@@ -137,14 +137,22 @@ class Subscriber:
         self.gone.set()
 
 
+#: Told every entry's changes of one stream, or None when the feed failed and
+#: restarts (entries may then arrive late): what :class:`api.pages.PageCache` needs.
+Listener = Callable[[list[StreamChange] | None], None]
+
+
 @dataclass(eq=False)
 class _Feed:
     key: str
     last_id: str
     watches: dict[Hashable, set[Subscriber]] = field(default_factory=dict)
+    listeners: list[Listener] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
 
     def deliver(self, changes: list[StreamChange]) -> None:
+        for listener in self.listeners:
+            listener(changes)
         for watch in list(self.watches.values()):
             if not watch:
                 continue
@@ -171,14 +179,29 @@ class ChangeHub:
         """Start feeding ``subscriber``; the current last id of each of its streams."""
         async with self._lock:
             for key in subscriber.keys:
-                feed = self._feeds.get(key)
-                if feed is None:
-                    newest = await self._call(self._client.xrevrange, key, "+", "-", count=1)
-                    feed = _Feed(key, _text(newest[0][0]) if newest else "0-0")
-                    feed.task = asyncio.create_task(self._follow(feed), name=f"feed {key}")
-                    self._feeds[key] = feed
+                feed = await self._feed(key)
                 feed.watches.setdefault(subscriber.watch, set()).add(subscriber)
             return self.positions(subscriber.keys)
+
+    async def listen(self, key: str, listener: Listener) -> None:
+        """Tell ``listener`` every entry of ``key`` appended from now on, for good.
+
+        When this returns, the feed's position is fixed: any entry the job
+        appends later reaches the listener (also across failed reads, which
+        the listener is told about).
+        """
+        async with self._lock:
+            (await self._feed(key)).listeners.append(listener)
+
+    async def _feed(self, key: str) -> _Feed:
+        """The feed of ``key``, started at the stream's newest entry if there was none."""
+        feed = self._feeds.get(key)
+        if feed is None:
+            newest = await self._call(self._client.xrevrange, key, "+", "-", count=1)
+            feed = _Feed(key, _text(newest[0][0]) if newest else "0-0")
+            feed.task = asyncio.create_task(self._follow(feed), name=f"feed {key}")
+            self._feeds[key] = feed
+        return feed
 
     def positions(self, keys: tuple[str, ...]) -> dict[str, str]:
         """The last id delivered of each stream (everything up to it was offered)."""
@@ -207,9 +230,9 @@ class ChangeHub:
     async def _follow(self, feed: _Feed) -> None:
         failures = 0
         while True:
-            if not feed.watches:
+            if not feed.watches and not feed.listeners:
                 async with self._lock:
-                    if not feed.watches:
+                    if not feed.watches and not feed.listeners:
                         self._feeds.pop(feed.key, None)
                         return
             try:
@@ -218,6 +241,8 @@ class ChangeHub:
                 )
                 failures = 0
             except (redis.RedisError, OSError):
+                for listener in feed.listeners:
+                    listener(None)
                 failures += 1
                 await asyncio.sleep(min(5.0, 0.1 * 2**failures))
                 continue

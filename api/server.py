@@ -96,6 +96,14 @@ def serve_workers(factory: str, sock: socket.socket, workers: int, *, quiet: boo
     Multiprocess(config, sockets=[sock]).run()
 
 
+def parse_page_cache_ms(text: str | int) -> int:
+    """``--page-cache-ms``: 0..60000; ConfigError otherwise."""
+    raw = str(text).strip()
+    if not raw.isascii() or not raw.isdigit() or not 0 <= int(raw) <= 60_000:
+        raise ConfigError(f"--page-cache-ms must be a number in 0..60000, got {str(text)[:20]!r}")
+    return int(raw)
+
+
 def parse_workers(text: str | int) -> int:
     """``--workers``: 1..64 processes; ConfigError otherwise."""
     raw = str(text).strip()

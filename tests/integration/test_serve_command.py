@@ -111,6 +111,14 @@ def test_a_bad_worker_count_is_one_line_and_exit_2(workers: str) -> None:
     assert err.strip().count("\n") == 0 and "--workers" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("ms", ["-1", "60001", "1s"])
+def test_a_bad_page_cache_bound_is_one_line_and_exit_2(ms: str) -> None:
+    proc = serve("--page-cache-ms", ms)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert err.strip().count("\n") == 0 and "--page-cache-ms" in err and "Traceback" not in err
+
+
 def _children(pid: int) -> set[int]:
     """Worker processes: children of ``pid`` running the server (uvicorn spawns them)."""
     found: set[int] = set()
