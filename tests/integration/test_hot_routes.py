@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -216,3 +217,20 @@ def test_a_cached_page_is_never_older_than_its_bound(
         time.sleep(ttl_ms / 1000)
         assert _top(hot) != first
         assert _top(hot)[0] == ("quiet", 60)
+
+
+def test_no_acknowledgement_is_a_503_both_ways(redis_url: str, namespace: str) -> None:
+    """Kafka unreachable: the record times out in the client and the answer says so."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        nobody = f"127.0.0.1:{closed.getsockname()[1]}"
+    settings = api_settings(
+        nobody, redis_url, "nowhere", namespace, KEYS, kafka_extra={"message.timeout.ms": "1500"}
+    )
+    catalog = GameCatalog.from_toml(GAMES)
+    body = json.dumps(_signed(event_id=f"e-{uuid.uuid4().hex}")).encode()
+    for hot_routes in (True, False):
+        with running_api(settings, catalog=catalog, hot_routes=hot_routes) as base:
+            status, _, answer = _call(base, "POST", "/v1/scores", body, "application/json")
+        assert status == 503, answer
+        assert json.loads(answer)["error"]["code"] == "UNAVAILABLE"
