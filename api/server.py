@@ -61,9 +61,12 @@ def url_of(sock: socket.socket) -> str:
 def make_config(app: Any, *, quiet: bool = False, workers: int = 1) -> uvicorn.Config:
     """The uvicorn settings for ``app`` (an ASGI app, or a factory's import string).
 
-    HTTP/1.1 keep-alive via httptools, WebSockets via the ``websockets``
-    library (whose sends wait for the socket to drain, so a slow subscriber's
-    send times out instead of buffering without bound).
+    HTTP/1.1 keep-alive via httptools on uvloop, WebSockets via the
+    ``websockets`` library (whose sends wait for the socket to drain, so a
+    slow subscriber's send times out instead of buffering without bound),
+    without permessage-deflate: a push is one small JSON page sent to many
+    subscribers, and compressing it once per subscriber cost more CPU than
+    anything else in a fan-out (docs/BENCHMARKS.md, HTTP section).
     """
     return uvicorn.Config(
         app,
@@ -71,6 +74,8 @@ def make_config(app: Any, *, quiet: bool = False, workers: int = 1) -> uvicorn.C
         workers=workers,
         http="httptools",
         ws="websockets-sansio",
+        ws_per_message_deflate=False,
+        loop="uvloop",
         lifespan="on",
         access_log=not quiet,
         log_level="warning" if quiet else "info",
