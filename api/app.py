@@ -34,6 +34,7 @@ from api.intake import ACK_TIMEOUT_S, INTAKE_LINGER_MS, AckingProducer, ScoreInt
 from api.live import ChangeHub, SharedReads
 from api.metrics import RequestMetrics, exposition
 from api.pages import DEFAULT_TTL_MS, PageCache
+from api.server import settle_heap
 from config.clients import async_redis_client, game_catalog
 from config.settings import Settings
 from domain.errors import ConfigError
@@ -129,11 +130,13 @@ def app_from_environment() -> Any:
     Worker processes are spawned fresh, so they rebuild the app from the
     environment they inherit instead of receiving the parent's objects.
     """
-    return create_app(
+    app = create_app(
         Settings.from_env(),
         max_body=int(os.environ.get(MAX_BODY_ENV, MAX_BODY_BYTES)),
         page_cache_ms=int(os.environ.get(PAGE_CACHE_ENV, DEFAULT_TTL_MS)),
     )
+    settle_heap()
+    return app
 
 
 def create_app(

@@ -1,21 +1,26 @@
-"""The HTTP API on FastAPI/uvicorn against the hand-written server it replaced, in one run.
+"""The HTTP API against #14's goals and the servers before it, in one run.
 
 Four measurements, each a ratio or a percentile from the same run (the machine
-is shared, so absolute figures are context):
+is shared, so absolute figures are context; the CPU other processes used
+meanwhile is recorded with them):
 
 1. **keep-alive top-10 latency**: 4 threads, each reusing one HTTP/1.1
    connection, ``GET /v1/leaderboards/g1/top?limit=10`` for a few seconds;
-   p50/p99 of the new server and of the old one (git revision ``--old-rev``,
-   checked out into a temporary worktree, removed at the end);
-2. **top-10 requests/s** with ``wrk -t2 -c32`` against both;
+   p50/p99 of this checkout's server (1 worker, the same with the page cache
+   off, and ``--workers N``), of the FastAPI server before the work on the
+   goals (``--before-rev``) and of the ``http.server`` one (``--old-rev``),
+   each older revision checked out into a temporary worktree, removed at the end;
+2. **top-10 requests/s** with ``wrk -t2 -c32`` against each;
 3. **intake**: acknowledged ``POST /v1/scores`` per second with ``wrk -c32``
    (pre-signed distinct events, a wrk Lua script cycles through them; a 202
-   means Kafka acknowledged the record), new and old;
+   means Kafka acknowledged the record);
 4. **push latency**: the real job tails a topic; a producer writes background
    events at ``--rate`` events/s plus, every 100 ms, a "probe" event whose new
    best score takes rank 1; ``--subscribers`` WebSocket clients follow the
    top-10; the time from producing a probe to each subscriber receiving a page
-   led by it, p50/p99 over every (probe, subscriber) pair.
+   led by it, p50/p99 over every (probe, subscriber) pair, split where Redis
+   appended the probe's change to the stream (the job's part, then the
+   server's). This checkout's server at every count, the one before at the first.
 
 Usage (services up: ``.venv/bin/lb up``; needs ``wrk``, see scripts/bootstrap.sh)::
 
@@ -574,6 +579,8 @@ GOAL_P99_MS = 2.0
 GOAL_TOP_PER_S = 5000
 GOAL_INTAKE_PER_S = 5000
 GOAL_PUSH_P99_MS = 300.0
+GOAL_PUSH_SUBSCRIBERS = 1000
+GOAL_PUSH_RATE = 5000
 
 
 PUSH_HEADER = (
@@ -607,13 +614,22 @@ def verdicts(summary: dict[str, Any]) -> dict[str, str]:
             return "**not met**"
         return "**met** (" + (", ".join(met) if len(met) > 1 else f"{met[0]} only") + ")"
 
-    push = summary["push"][0] if summary.get("push") else {}
-    push_ok = push.get("p99_ms") is not None and push["p99_ms"] <= GOAL_PUSH_P99_MS
+    at_load = [
+        p
+        for p in summary.get("push", [])
+        if p["subscribers"] >= GOAL_PUSH_SUBSCRIBERS and p["rate_per_s"] >= GOAL_PUSH_RATE
+    ]
+    if not at_load:
+        push = "not measured at the goal's load"
+    elif all(p["p99_ms"] is not None and p["p99_ms"] <= GOAL_PUSH_P99_MS for p in at_load):
+        push = "**met**"
+    else:
+        push = "**not met**"
     return {
         "keepalive": judge(("keepalive", "p99_ms"), lambda v: v <= GOAL_P99_MS),
         "top": judge(("wrk_top", "requests_per_s"), lambda v: v >= GOAL_TOP_PER_S),
         "intake": judge(("intake", "requests_per_s"), lambda v: v >= GOAL_INTAKE_PER_S),
-        "push": "**met**" if push_ok else "**not met**",
+        "push": push,
     }
 
 
@@ -717,7 +733,8 @@ subscriber receiving a page led by it, over every (probe, subscriber) pair deliv
 subscriber may skip a probe when the next one beat it to its next page). The job's part
 ends when Redis appended the probe's change to the stream (the entry id's milliseconds; the
 board is written in the same atomic call); the server's part is the rest, clients included.
-Goal: p99 <= {GOAL_PUSH_P99_MS:g} ms at 1,000 subscribers: {goal["push"]}.
+Goal: p99 <= {GOAL_PUSH_P99_MS:g} ms at {GOAL_PUSH_SUBSCRIBERS:,} subscribers and
+{GOAL_PUSH_RATE:,} events/s: {goal["push"]}.
 
 {PUSH_HEADER}
 {chr(10).join(push_rows)}
@@ -749,12 +766,13 @@ Goal: p99 <= {GOAL_PUSH_P99_MS:g} ms at 1,000 subscribers: {goal["push"]}.
   on {workers}; the server process is CPU-bound, next to the Kafka broker and `wrk`.
 - **Pushes.** The hub reads a watch's page once, before waking its subscribers, so each
   subscriber's push is a wake-up, an encode lookup and one WebSocket frame written (no
-  per-subscriber compression: `permessage-deflate` is off). At 1,000 subscribers the job's
+  per-subscriber compression: `permessage-deflate` is off). At {
+        first["subscribers"]:,} subscribers the job's
   part is p50 {_ms(first.get("job_p50_ms"))} / p99 {_ms(first.get("job_p99_ms"))}: a probe
   waits for the job's micro-batch to close ({summary.get("batch_ms", 50)} ms after its first
   record), then decoding, verification and planning of the batch in Python, on the cores
-  the producer, the server and the clients also use. The server's part, including 1,000
-  clients in one Python process reading every message, is p50
+  the producer, the server and the clients also use. The server's part, including the
+  clients (one Python process reading every message), is p50
   {_ms(first.get("fanout_p50_ms"))} / p99 {_ms(first.get("fanout_p99_ms"))}. The job's batch
   interval is the job's setting and was not changed here.
 """

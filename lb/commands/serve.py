@@ -26,6 +26,7 @@ from api.server import (
     parse_port,
     parse_workers,
     serve_workers,
+    settle_heap,
     url_of,
 )
 from config.settings import Settings
@@ -80,6 +81,7 @@ def _serve(args: argparse.Namespace) -> int:
             sock.close()
         return 0
     server = make_server(app, quiet=args.quiet)
+    settle_heap()
     # uvicorn stops gracefully on SIGINT/SIGTERM, then re-raises the signal with the
     # handlers it found: make that re-raise a clean exit 0, like ``lb run``'s.
     for signum in (signal.SIGINT, signal.SIGTERM):
