@@ -23,12 +23,17 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 
 
+def _option_number(option: str, text: str | int, low: int, high: int) -> int:
+    """A whole number in ``low..high`` given to ``option``; ConfigError naming it otherwise."""
+    raw = str(text).strip()
+    if not raw.isascii() or not raw.isdigit() or not low <= int(raw) <= high:
+        raise ConfigError(f"{option} must be a number in {low}..{high}, got {str(text)[:20]!r}")
+    return int(raw)
+
+
 def parse_port(text: str | int) -> int:
     """A TCP port number (0 = any free one) from ``--port``; ConfigError otherwise."""
-    raw = str(text).strip()
-    if not raw.isascii() or not raw.isdigit() or not 0 <= int(raw) <= 65535:
-        raise ConfigError(f"--port must be a number in 0..65535, got {str(text)[:20]!r}")
-    return int(raw)
+    return _option_number("--port", text, 0, 65535)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -117,15 +122,9 @@ def settle_heap() -> None:
 
 def parse_page_cache_ms(text: str | int) -> int:
     """``--page-cache-ms``: 0..60000; ConfigError otherwise."""
-    raw = str(text).strip()
-    if not raw.isascii() or not raw.isdigit() or not 0 <= int(raw) <= 60_000:
-        raise ConfigError(f"--page-cache-ms must be a number in 0..60000, got {str(text)[:20]!r}")
-    return int(raw)
+    return _option_number("--page-cache-ms", text, 0, 60_000)
 
 
 def parse_workers(text: str | int) -> int:
     """``--workers``: 1..64 processes; ConfigError otherwise."""
-    raw = str(text).strip()
-    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= 64:
-        raise ConfigError(f"--workers must be a number in 1..64, got {str(text)[:20]!r}")
-    return int(raw)
+    return _option_number("--workers", text, 1, 64)
