@@ -155,8 +155,6 @@ class _Feed:
     task: asyncio.Task[None] | None = None
 
     def deliver(self, changes: list[StreamChange]) -> None:
-        for listener in self.listeners:
-            listener(changes)
         for watch in list(self.watches.values()):
             if not watch:
                 continue
@@ -257,6 +255,9 @@ class ChangeHub:
             ]
             if batch:
                 self.version += 1
+                for listener in feed.listeners:  # first: a cached page goes at once
+                    for _, changes in batch:
+                        listener(changes)
                 await self._prepare(feed, batch)
                 # The position moves with the offers, in one step without awaiting:
                 # a subscriber's position never covers an entry it was not offered.

@@ -109,6 +109,25 @@ def test_top_answers_are_the_same_bytes_both_ways(
     )
 
 
+def _top_requests_counted(base: str) -> float:
+    status, _, body = _call(base, "GET", "/metrics")
+    assert status == 200
+    line = 'lb_http_requests_total{method="GET",route="/v1/leaderboards/{gameId}/top",status="200"}'
+    found = [row for row in body.decode().splitlines() if row.startswith(line)]
+    return float(found[0].split()[-1]) if found else 0.0
+
+
+def test_the_short_way_is_counted_under_the_route_template(
+    servers: tuple[str, str], redis_client: Any, namespace: str
+) -> None:
+    hot, _ = servers
+    _seed(redis_client, namespace)
+    before = _top_requests_counted(hot)
+    for query in ("?limit=3", "?limit=4", "?limit=3"):  # the third from the page cache
+        assert _call(hot, "GET", f"/v1/leaderboards/g/top{query}")[0] == 200
+    assert _top_requests_counted(hot) == before + 3
+
+
 def test_score_answers_are_the_same_both_ways(servers: tuple[str, str]) -> None:
     hot, plain = servers
     one = _signed(event_id=f"e-{uuid.uuid4().hex}")
