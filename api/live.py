@@ -14,7 +14,11 @@ A :class:`Subscription` turns entries into messages, at most once per its
 the players shown), and the subscribed player's rank when a change could have
 moved it. Pages and ranks come from the same readers as ``GET`` (one read per
 distinct page per batch of changes, shared by every subscriber that needs it),
-so a pushed page is exactly what a ``GET`` would have answered.
+so a pushed page is exactly what a ``GET`` would have answered. The hub reads
+a watched page before it wakes the page's subscribers, so a fan-out to a
+thousand of them costs a thousand wake-ups and socket writes, not a thousand
+waits for one read; listeners (the page cache of :mod:`api.pages`) are told
+of every entry before that read.
 
 Positions are stream ids. A subscription's ``id`` lists one per stream of
 the game (one, or one per shard), joined by ``,``; reconnecting with it
