@@ -29,9 +29,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api import push, routes
 from api.errors import error_response, install_error_handlers
+from api.hot import HotRoutes, json_bytes
 from api.intake import ACK_TIMEOUT_S, INTAKE_LINGER_MS, AckingProducer, ScoreIntake
 from api.live import ChangeHub, SharedReads
 from api.metrics import RequestMetrics, exposition
+from api.pages import DEFAULT_TTL_MS, PageCache
+from api.server import settle_heap
 from config.clients import async_redis_client, game_catalog
 from config.settings import Settings
 from domain.errors import ConfigError
@@ -116,8 +119,9 @@ class BodyLimits:
         await self.app(scope, receive, send)
 
 
-#: How ``lb serve --workers`` hands ``--max-body`` to its worker processes.
+#: How ``lb serve --workers`` hands ``--max-body`` and ``--page-cache-ms`` to its workers.
 MAX_BODY_ENV = "LB_SERVE_MAX_BODY"
+PAGE_CACHE_ENV = "LB_SERVE_PAGE_CACHE_MS"
 
 
 def app_from_environment() -> Any:
@@ -126,9 +130,13 @@ def app_from_environment() -> Any:
     Worker processes are spawned fresh, so they rebuild the app from the
     environment they inherit instead of receiving the parent's objects.
     """
-    return create_app(
-        Settings.from_env(), max_body=int(os.environ.get(MAX_BODY_ENV, MAX_BODY_BYTES))
+    app = create_app(
+        Settings.from_env(),
+        max_body=int(os.environ.get(MAX_BODY_ENV, MAX_BODY_BYTES)),
+        page_cache_ms=int(os.environ.get(PAGE_CACHE_ENV, DEFAULT_TTL_MS)),
     )
+    settle_heap()
+    return app
 
 
 def create_app(
@@ -137,13 +145,18 @@ def create_app(
     catalog: GameCatalog | None = None,
     clock: Callable[[], int] = wall_clock_ms,
     max_body: int = MAX_BODY_BYTES,
+    hot_routes: bool = True,
+    page_cache_ms: int = DEFAULT_TTL_MS,
 ) -> Any:
     """The whole HTTP API of one deployment (an ASGI app for uvicorn).
 
     Readers use ``LB_REDIS_URL``, ``LB_NAMESPACE`` and the ``LB_GAMES`` catalog
     (or ``catalog``); intake verifies with ``LB_HMAC_KEYS`` and produces to
     ``LB_TOPIC``. ``clock`` (epoch ms) decides which daily/weekly board is
-    current; tests pass a fixed one.
+    current; tests pass a fixed one. ``hot_routes=False`` sends every request
+    through FastAPI (:mod:`api.hot` is only a shorter way to the same answers;
+    the tests compare the two). ``page_cache_ms`` bounds the age of a cached
+    top page (:mod:`api.pages`; 0: no cache).
     """
     games = catalog if catalog is not None else game_catalog(settings)
 
@@ -174,6 +187,11 @@ def create_app(
         state.async_redis = async_client
         state.hub = ChangeHub(async_client)
         state.shared_reads = SharedReads(state.hub, state.async_boards)
+        state.pages = (
+            PageCache(state.hub, state.async_boards, json_bytes, page_cache_ms / 1000)
+            if page_cache_ms > 0
+            else None
+        )
         try:
             yield
         finally:
@@ -217,4 +235,5 @@ def create_app(
     async def page() -> FileResponse:
         return FileResponse(STATIC / "index.html")
 
-    return BodyLimits(RawPathRouting(RequestMetrics(app)), max_body)
+    hot = HotRoutes(app, enabled=hot_routes)
+    return BodyLimits(RawPathRouting(RequestMetrics(hot)), max_body)

@@ -14,7 +14,7 @@ Delivery: 202 only after Kafka acknowledged every record of the request
 (acks=all, idempotent producer); a failure answers 503 and the client retries
 (idempotent thanks to the eventId). Concurrent requests share one producer
 without a lock: each record carries its own delivery callback, which settles
-an asyncio future from the producer's poll thread.
+its request's asyncio future when the event loop serves the delivery reports.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import threading
 from collections.abc import Callable, Sequence
 from http import HTTPStatus
 
@@ -39,85 +38,93 @@ from sources.producer import ScoreProducer
 ACK_TIMEOUT_S = 10.0
 #: The producer waits this long to batch records of concurrent requests.
 INTAKE_LINGER_MS = "1"
-_POLL_S = 0.05
+#: How often the event loop serves delivery reports while records are outstanding.
+POLL_S = 0.0005
 
 
 class AckingProducer:
     """One Kafka producer shared by every request; :meth:`send` resolves on acknowledgement.
 
-    librdkafka is thread-safe: requests produce from the event loop while a
-    daemon thread polls delivery reports, each of which settles its request's
-    future through ``call_soon_threadsafe``. The producer is made on first
-    use (Kafka is contacted only by the first ``POST``) and made afresh after
-    a fatal error.
+    Delivery reports are served on the event loop itself: while records are
+    outstanding, the loop calls the client's non-blocking ``poll(0)`` every
+    ``POLL_S``, which runs the reports of the records Kafka acknowledged, and
+    each report settles its request's future directly. (A polling thread
+    settled them through ``call_soon_threadsafe``: one wake-up of the loop and
+    one hand-over of the GIL per record, which cost more than the rest of the
+    request; see docs/BENCHMARKS.md.) librdkafka's own threads do the network
+    I/O either way. The producer is made on first use (Kafka is contacted only
+    by the first ``POST``) and made afresh after a fatal error.
     """
 
     def __init__(self, factory: Callable[[], ScoreProducer], timeout_s: float) -> None:
         self._factory = factory
         self._timeout_s = timeout_s
         self._producer: ScoreProducer | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._outstanding = 0
+        self._timer: asyncio.TimerHandle | None = None
 
     def _current(self) -> ScoreProducer:
         if self._producer is None:
             self._producer = self._factory()
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._poll, args=(self._producer,), name="kafka-acks", daemon=True
-            )
-            self._thread.start()
         return self._producer
 
-    def _poll(self, producer: ScoreProducer) -> None:
-        while not self._stop.is_set():
-            producer.poll(_POLL_S)
+    def _poll(self) -> None:
+        """Serve the delivery reports that arrived; again soon while records are outstanding."""
+        self._timer = None
+        producer = self._producer
+        if producer is None:
+            return
+        producer.poll(0)
+        if self._outstanding > 0:
+            self._timer = asyncio.get_running_loop().call_later(POLL_S, self._poll)
 
     async def send(self, events: Sequence[ScoreEvent], codec: ScoreEventCodec) -> None:
         """Produce ``events`` and wait until Kafka acknowledged all of them."""
         loop = asyncio.get_running_loop()
-        futures: list[asyncio.Future[str | None]] = []
+        done: asyncio.Future[None] = loop.create_future()
+        left = len(events)
+        failed: list[str] = []
 
-        def settle(future: asyncio.Future[str | None], outcome: str | None) -> None:
-            if not future.done():
-                future.set_result(outcome)
-
-        def callback(future: asyncio.Future[str | None]) -> Callable[[str | None], None]:
-            def report(outcome: str | None) -> None:
-                loop.call_soon_threadsafe(settle, future, outcome)
-
-            return report
+        def report(outcome: str | None) -> None:
+            nonlocal left
+            self._outstanding -= 1
+            left -= 1
+            if outcome is not None:
+                failed.append(outcome)
+            if left == 0 and not done.done():
+                done.set_result(None)
 
         try:
             producer = self._current()
             for event in events:
-                future: asyncio.Future[str | None] = loop.create_future()
-                producer.produce_event(event, codec, on_delivery=callback(future))
-                futures.append(future)
+                producer.produce_event(event, codec, on_delivery=report)
+                self._outstanding += 1
         except ServiceError:
             self.close(flush_s=0)  # a fatal producer: start afresh next time
             raise
+        if self._timer is None:
+            self._timer = loop.call_later(POLL_S, self._poll)
         try:
-            outcomes = await asyncio.wait_for(asyncio.gather(*futures), self._timeout_s)
+            async with asyncio.timeout(self._timeout_s):
+                await done
         except TimeoutError as exc:
             raise ServiceError(
                 f"Kafka did not acknowledge within {self._timeout_s:g} s; retry the request"
             ) from exc
-        failed = next((outcome for outcome in outcomes if outcome is not None), None)
-        if failed is not None:
-            raise ServiceError(f"Kafka refused the record: {failed}; retry the request")
+        if failed:
+            raise ServiceError(f"Kafka refused the record: {failed[0]}; retry the request")
 
     def close(self, flush_s: float = 10.0) -> None:
         """Stop polling and deliver what is still queued (up to ``flush_s``)."""
         producer, self._producer = self._producer, None
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if producer is not None and flush_s > 0:
             # A failure here was already answered 503 to the requests concerned.
             with contextlib.suppress(ServiceError):
                 producer.flush(flush_s)
+        self._outstanding = 0
 
 
 class ScoreIntake:
@@ -174,8 +181,12 @@ class ScoreIntake:
     async def submit(self, bodies: Sequence[ScoreEventIn]) -> list[str]:
         """Check every event (all or nothing), produce them, wait for Kafka; their ids."""
         events = [self.check(body) for body in bodies]
-        await self._producer.send(events, self._codec)
+        await self.send(events)
         return [event.event_id for event in events]
+
+    async def send(self, events: Sequence[ScoreEvent]) -> None:
+        """Produce checked events and wait until Kafka acknowledged all of them."""
+        await self._producer.send(events, self._codec)
 
     def close(self) -> None:
         self._producer.close()

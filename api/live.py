@@ -14,7 +14,11 @@ A :class:`Subscription` turns entries into messages, at most once per its
 the players shown), and the subscribed player's rank when a change could have
 moved it. Pages and ranks come from the same readers as ``GET`` (one read per
 distinct page per batch of changes, shared by every subscriber that needs it),
-so a pushed page is exactly what a ``GET`` would have answered.
+so a pushed page is exactly what a ``GET`` would have answered. The hub reads
+a watched page before it wakes the page's subscribers, so a fan-out to a
+thousand of them costs a thousand wake-ups and socket writes, not a thousand
+waits for one read; listeners (the page cache of :mod:`api.pages`) are told
+of every entry before that read.
 
 Positions are stream ids. A subscription's ``id`` lists one per stream of
 the game (one, or one per shard), joined by ``,``; reconnecting with it
@@ -106,6 +110,10 @@ class Subscriber:
     watch: Hashable
     select_top: Select
     select_own: Select | None = None
+    #: Reads the watch's page for the hub's current version (shared): the hub
+    #: awaits it once per watch before offering changes that ``select_top`` kept,
+    #: so the subscribers it wakes find the page read instead of waiting for it.
+    prepare: Callable[[], Awaitable[Any]] | None = None
     due: list[StreamChange] = field(default_factory=list)
     offered: int = 0
     wake: asyncio.Event = field(default_factory=asyncio.Event)
@@ -137,11 +145,17 @@ class Subscriber:
         self.gone.set()
 
 
+#: Told every entry's changes of one stream, or None when the feed failed and
+#: restarts (entries may then arrive late): what :class:`api.pages.PageCache` needs.
+Listener = Callable[[list[StreamChange] | None], None]
+
+
 @dataclass(eq=False)
 class _Feed:
     key: str
     last_id: str
     watches: dict[Hashable, set[Subscriber]] = field(default_factory=dict)
+    listeners: list[Listener] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
 
     def deliver(self, changes: list[StreamChange]) -> None:
@@ -171,14 +185,29 @@ class ChangeHub:
         """Start feeding ``subscriber``; the current last id of each of its streams."""
         async with self._lock:
             for key in subscriber.keys:
-                feed = self._feeds.get(key)
-                if feed is None:
-                    newest = await self._call(self._client.xrevrange, key, "+", "-", count=1)
-                    feed = _Feed(key, _text(newest[0][0]) if newest else "0-0")
-                    feed.task = asyncio.create_task(self._follow(feed), name=f"feed {key}")
-                    self._feeds[key] = feed
+                feed = await self._feed(key)
                 feed.watches.setdefault(subscriber.watch, set()).add(subscriber)
             return self.positions(subscriber.keys)
+
+    async def listen(self, key: str, listener: Listener) -> None:
+        """Tell ``listener`` every entry of ``key`` appended from now on, for good.
+
+        When this returns, the feed's position is fixed: any entry the job
+        appends later reaches the listener (also across failed reads, which
+        the listener is told about).
+        """
+        async with self._lock:
+            (await self._feed(key)).listeners.append(listener)
+
+    async def _feed(self, key: str) -> _Feed:
+        """The feed of ``key``, started at the stream's newest entry if there was none."""
+        feed = self._feeds.get(key)
+        if feed is None:
+            newest = await self._call(self._client.xrevrange, key, "+", "-", count=1)
+            feed = _Feed(key, _text(newest[0][0]) if newest else "0-0")
+            feed.task = asyncio.create_task(self._follow(feed), name=f"feed {key}")
+            self._feeds[key] = feed
+        return feed
 
     def positions(self, keys: tuple[str, ...]) -> dict[str, str]:
         """The last id delivered of each stream (everything up to it was offered)."""
@@ -207,9 +236,9 @@ class ChangeHub:
     async def _follow(self, feed: _Feed) -> None:
         failures = 0
         while True:
-            if not feed.watches:
+            if not feed.watches and not feed.listeners:
                 async with self._lock:
-                    if not feed.watches:
+                    if not feed.watches and not feed.listeners:
                         self._feeds.pop(feed.key, None)
                         return
             try:
@@ -218,18 +247,48 @@ class ChangeHub:
                 )
                 failures = 0
             except (redis.RedisError, OSError):
+                for listener in feed.listeners:
+                    listener(None)
                 failures += 1
                 await asyncio.sleep(min(5.0, 0.1 * 2**failures))
                 continue
-            for _, entries in reply or ():
-                for raw_id, fields in entries:
-                    feed.last_id = _text(raw_id)
-                    feed.deliver(parse_entry(fields))
-            if reply:
+            batch = [
+                (_text(raw_id), parse_entry(fields))
+                for _, entries in reply or ()
+                for raw_id, fields in entries
+            ]
+            if batch:
                 self.version += 1
+                for listener in feed.listeners:  # first: a cached page goes at once
+                    for _, changes in batch:
+                        listener(changes)
+                await self._prepare(feed, batch)
+                # The position moves with the offers, in one step without awaiting:
+                # a subscriber's position never covers an entry it was not offered.
+                for entry_id, changes in batch:
+                    feed.last_id = entry_id
+                    feed.deliver(changes)
                 # Let subscribers take what they were offered before the next chunk
                 # (a burst, e.g. the stream a rebuild swaps in, must not look like lag).
                 await asyncio.sleep(0)
+
+    @staticmethod
+    async def _prepare(feed: _Feed, batch: list[tuple[str, list[StreamChange]]]) -> None:
+        """Read, once per watch, the page the batch's changes call for.
+
+        A failed read is left to the subscribers, whose own read tries again.
+        """
+        reads = []
+        for watch in feed.watches.values():
+            one = next(iter(watch), None)
+            if (
+                one is not None
+                and one.prepare is not None
+                and any(one.select_top(changes) for _, changes in batch)
+            ):
+                reads.append(one.prepare())
+        if reads:
+            await asyncio.gather(*reads, return_exceptions=True)
 
     async def replay(
         self, key: str, after: str, limit: int = MAX_REPLAY
@@ -261,6 +320,17 @@ class ChangeHub:
             raise ServiceError(f"Redis read failed: {exc}") from exc
 
 
+@dataclass(frozen=True, slots=True)
+class TopRead:
+    """A page read for pushes, with what every subscriber derives from it (made once)."""
+
+    page: dict[str, Any]
+    shown: frozenset[str]
+    #: The last entry's score when the page is full (None: it had room).
+    floor: int | None
+    ranks: dict[str, int | None]
+
+
 class SharedReads:
     """Pages and ranks for pushes: one reader call per (question, hub version), shared.
 
@@ -275,6 +345,7 @@ class SharedReads:
         self.reader = reader.sync
         self._reads: dict[tuple[Any, ...], tuple[int, asyncio.Future[Any]]] = {}
         self._texts: dict[tuple[Any, ...], str] = {}
+        self._windows: dict[tuple[str, str], tuple[int, str]] = {}
 
     async def _shared(
         self, key: tuple[Any, ...], version: int, read: Callable[[], Awaitable[Any]]
@@ -289,6 +360,18 @@ class SharedReads:
             return future.result()
         return await asyncio.shield(future)
 
+    def window_id(self, game: str, window: str, now_ms: int) -> str:
+        """The id of the board ``window`` names at ``now_ms``, resolved at most once a second.
+
+        Shared by every subscriber (resolving it per subscriber and push was a
+        measurable share of a fan-out); a clock that moves backwards resolves again.
+        """
+        key = (game, window)
+        found = self._windows.get(key)
+        if found is None or not found[0] <= now_ms < found[0] + 1000:
+            found = self._windows[key] = (now_ms, self.reader.board(game, window, now_ms).window.id)
+        return found[1]
+
     def encode(self, key: tuple[Any, ...], message: Callable[[], dict[str, Any]]) -> str:
         """A message's JSON text, made once for every subscriber sent the same message."""
         text = self._texts.get(key)
@@ -298,12 +381,19 @@ class SharedReads:
             text = self._texts[key] = json.dumps(message(), separators=(",", ":"))
         return text
 
-    async def top(self, game: str, window_id: str, n: int, version: int) -> Any:
-        return await self._shared(
-            ("top", game, window_id, n),
-            version,
-            lambda: self._async.top(game, window_id, n, now_ms=_now_ms()),
-        )
+    async def top(self, game: str, window_id: str, n: int, version: int) -> TopRead:
+        async def read() -> TopRead:
+            page = await self._async.top(game, window_id, n, now_ms=_now_ms())
+            entries = page["entries"]
+            return TopRead(
+                dict(page),
+                frozenset(entry["playerId"] for entry in entries),
+                entries[-1]["score"] if len(entries) >= n else None,
+                {entry["playerId"]: entry["rank"] for entry in entries},
+            )
+
+        found: TopRead = await self._shared(("top", game, window_id, n), version, read)
+        return found
 
     async def rank(self, game: str, player: str, window_id: str, version: int) -> Any:
         return await self._shared(
@@ -366,19 +456,23 @@ class Subscription:
         )
         self.keys = tuple(GroupKeys(reader.namespace, tag).changes for tag in tags)
         self._positions: dict[str, str] = {}
-        self._shown: set[str] = set()
+        self._shown: frozenset[str] = frozenset()
         #: The lowest score on the last full page (None: the page had room).
         self._floor: int | None = None
         #: Lowest-wins boards: a change reaches the page at or *below* its last score.
         self._ascending = config.ascending
         self._rank: dict[str, Any] | None = None
-        self._window: tuple[int, str] = (-1, "")  # (valid until ms, window id)
         self.subscriber = Subscriber(
             self.keys,
             watch=(query.game_id, query.window, query.top),
             select_top=self._select_top,
             select_own=self._select_own if query.player_id is not None else None,
+            prepare=self._prepare if query.top else None,
         )
+
+    def _prepare(self) -> Awaitable[TopRead]:
+        query = self._query
+        return self._reads.top(query.game_id, self._window_id(), query.top, self._hub.version)
 
     def parse_position(self, text: str | None) -> dict[str, str] | None:
         """A ``Last-Event-ID`` as one id per stream; QueryError if it is not ours."""
@@ -418,9 +512,13 @@ class Subscription:
                 # Taken at every wake-up, throttled or not: only a subscriber stuck
                 # in a send (a client not reading) lets its queue grow.
                 wait = max(0.0, last + interval - time.monotonic()) if dirty else None
-                if wait is None or wait > 0:
+                if wait is None:
+                    await sub.wake.wait()
+                elif wait > 0:
+                    # asyncio.timeout, not wait_for: no extra task per wake-up.
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(sub.wake.wait(), wait)
+                        async with asyncio.timeout(wait):
+                            await sub.wake.wait()
                 if sub.dropped is not None:
                     return sub.dropped
                 sub.wake.clear()
@@ -450,13 +548,7 @@ class Subscription:
 
     def _window_id(self) -> str:
         """The board's window id now (``weekly`` moves on at Monday 00:00 UTC); cached 1 s."""
-        now = self._clock()
-        until, window_id = self._window
-        if now >= until:
-            query = self._query
-            window_id = self._reads.reader.board(query.game_id, query.window, now).window.id
-            self._window = (now + 1000, window_id)
-        return window_id
+        return self._reads.window_id(self._query.game_id, self._query.window, self._clock())
 
     def _select_top(self, changes: list[StreamChange]) -> list[StreamChange]:
         """The changes of this window that touch the top N (run once per watch)."""
@@ -491,13 +583,11 @@ class Subscription:
         position = self.position
         top = [c for c in mine if self._in_top(c)] if query.top else []
         if query.top and (first or top):
-            page = await self._reads.top(query.game_id, window_id, query.top, version)
-            entries = page["entries"]
-            self._shown = {entry["playerId"] for entry in entries}
-            self._floor = entries[-1]["score"] if len(entries) >= query.top else None
-            ranks = {entry["playerId"]: entry["rank"] for entry in entries}
+            read = await self._reads.top(query.game_id, window_id, query.top, version)
+            page, ranks = read.page, read.ranks
+            self._shown, self._floor = read.shown, read.floor
             # Subscribers of one watch usually send the very same message: encode it once.
-            key = (id(page), position, *top)
+            key = (id(read), position, *top)
             text = self._reads.encode(
                 key,
                 lambda: {

@@ -10,6 +10,7 @@ reverse proxy that adds TLS, authentication of readers and rate limits.
 from __future__ import annotations
 
 import errno
+import gc
 import socket
 from typing import Any
 
@@ -22,12 +23,17 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 
 
+def _option_number(option: str, text: str | int, low: int, high: int) -> int:
+    """A whole number in ``low..high`` given to ``option``; ConfigError naming it otherwise."""
+    raw = str(text).strip()
+    if not raw.isascii() or not raw.isdigit() or not low <= int(raw) <= high:
+        raise ConfigError(f"{option} must be a number in {low}..{high}, got {str(text)[:20]!r}")
+    return int(raw)
+
+
 def parse_port(text: str | int) -> int:
     """A TCP port number (0 = any free one) from ``--port``; ConfigError otherwise."""
-    raw = str(text).strip()
-    if not raw.isascii() or not raw.isdigit() or not 0 <= int(raw) <= 65535:
-        raise ConfigError(f"--port must be a number in 0..65535, got {str(text)[:20]!r}")
-    return int(raw)
+    return _option_number("--port", text, 0, 65535)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -61,9 +67,12 @@ def url_of(sock: socket.socket) -> str:
 def make_config(app: Any, *, quiet: bool = False, workers: int = 1) -> uvicorn.Config:
     """The uvicorn settings for ``app`` (an ASGI app, or a factory's import string).
 
-    HTTP/1.1 keep-alive via httptools, WebSockets via the ``websockets``
-    library (whose sends wait for the socket to drain, so a slow subscriber's
-    send times out instead of buffering without bound).
+    HTTP/1.1 keep-alive via httptools on uvloop, WebSockets via the
+    ``websockets`` library (whose sends wait for the socket to drain, so a
+    slow subscriber's send times out instead of buffering without bound),
+    without permessage-deflate: a push is one small JSON page sent to many
+    subscribers, and compressing it once per subscriber cost more CPU than
+    anything else in a fan-out (docs/BENCHMARKS.md, HTTP section).
     """
     return uvicorn.Config(
         app,
@@ -71,6 +80,8 @@ def make_config(app: Any, *, quiet: bool = False, workers: int = 1) -> uvicorn.C
         workers=workers,
         http="httptools",
         ws="websockets-sansio",
+        ws_per_message_deflate=False,
+        loop="uvloop",
         lifespan="on",
         access_log=not quiet,
         log_level="warning" if quiet else "info",
@@ -96,9 +107,24 @@ def serve_workers(factory: str, sock: socket.socket, workers: int, *, quiet: boo
     Multiprocess(config, sockets=[sock]).run()
 
 
+def settle_heap() -> None:
+    """Move everything made so far out of the cyclic collector's sight (``gc.freeze``).
+
+    The app's modules and objects (FastAPI, pydantic, the clients) are tens of
+    thousands of long-lived objects that a full collection would walk again
+    and again: 50 ms or more on this project's machine, in the middle of
+    whichever requests were in flight. Called once a server process is built,
+    before it serves; objects made later are collected as usual.
+    """
+    gc.collect()
+    gc.freeze()
+
+
+def parse_page_cache_ms(text: str | int) -> int:
+    """``--page-cache-ms``: 0..60000; ConfigError otherwise."""
+    return _option_number("--page-cache-ms", text, 0, 60_000)
+
+
 def parse_workers(text: str | int) -> int:
     """``--workers``: 1..64 processes; ConfigError otherwise."""
-    raw = str(text).strip()
-    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= 64:
-        raise ConfigError(f"--workers must be a number in 1..64, got {str(text)[:20]!r}")
-    return int(raw)
+    return _option_number("--workers", text, 1, 64)

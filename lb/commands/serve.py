@@ -15,15 +15,18 @@ import signal
 import sys
 from types import FrameType
 
-from api.app import MAX_BODY_BYTES, MAX_BODY_ENV, create_app
+from api.app import MAX_BODY_BYTES, MAX_BODY_ENV, PAGE_CACHE_ENV, create_app
+from api.pages import DEFAULT_TTL_MS
 from api.server import (
     DEFAULT_HOST,
     DEFAULT_PORT,
     bind,
     make_server,
+    parse_page_cache_ms,
     parse_port,
     parse_workers,
     serve_workers,
+    settle_heap,
     url_of,
 )
 from config.settings import Settings
@@ -43,7 +46,12 @@ def _serve(args: argparse.Namespace) -> int:
     port = parse_port(args.port)
     workers = parse_workers(args.workers)
     settings = Settings.from_env()
-    app = create_app(settings, max_body=args.max_body) if workers == 1 else None
+    page_cache_ms = parse_page_cache_ms(args.page_cache_ms)
+    app = (
+        create_app(settings, max_body=args.max_body, page_cache_ms=page_cache_ms)
+        if workers == 1
+        else None
+    )
     sock = bind(args.host, port)
     if not _is_loopback(args.host):
         print(
@@ -66,12 +74,14 @@ def _serve(args: argparse.Namespace) -> int:
     )
     if app is None:
         os.environ[MAX_BODY_ENV] = str(args.max_body)
+        os.environ[PAGE_CACHE_ENV] = str(page_cache_ms)
         try:
             serve_workers("api.app:app_from_environment", sock, workers, quiet=args.quiet)
         finally:
             sock.close()
         return 0
     server = make_server(app, quiet=args.quiet)
+    settle_heap()
     # uvicorn stops gracefully on SIGINT/SIGTERM, then re-raises the signal with the
     # handlers it found: make that re-raise a clean exit 0, like ``lb run``'s.
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -115,6 +125,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--workers",
         default="1",
         help="processes serving the port (default 1; about one per core helps reads)",
+    )
+    serve.add_argument(
+        "--page-cache-ms",
+        default=str(DEFAULT_TTL_MS),
+        help="oldest cached top page served, in ms, when the change stream did not "
+        f"drop it earlier (0: no cache; default {DEFAULT_TTL_MS})",
     )
     serve.add_argument("--quiet", action="store_true", help="no access log on stderr")
     serve.set_defaults(handler=_serve)

@@ -103,12 +103,22 @@ def test_workers_serve_one_port_from_several_processes_and_stop_together() -> No
 
 
 @pytest.mark.usefixtures("services")
-@pytest.mark.parametrize("workers", ["0", "65", "two"])
-def test_a_bad_worker_count_is_one_line_and_exit_2(workers: str) -> None:
-    proc = serve("--workers", workers)
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--workers", "0"),
+        ("--workers", "65"),
+        ("--workers", "two"),
+        ("--page-cache-ms", "-1"),
+        ("--page-cache-ms", "60001"),
+        ("--page-cache-ms", "1s"),
+    ],
+)
+def test_a_bad_worker_count_or_cache_bound_is_one_line_and_exit_2(option: str, value: str) -> None:
+    proc = serve(option, value)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2
-    assert err.strip().count("\n") == 0 and "--workers" in err and "Traceback" not in err
+    assert err.strip().count("\n") == 0 and option in err and "Traceback" not in err
 
 
 def _children(pid: int) -> set[int]:
