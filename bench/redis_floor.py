@@ -2,13 +2,13 @@
 
 A rebuild (``lb rebuild``, one record per player as ``bench.rebuild`` makes
 them) must at least add every player as a new member of each of the game's
-boards. Redis is single-threaded, so the CPU seconds it spends on exactly
-those inserts, with nothing else (no Lua, no dedupe ids, no counters, no
+boards. Redis is single-threaded, so the seconds it spends executing exactly
+those inserts (``INFO commandstats``), with nothing else (no Lua, no dedupe ids, no counters, no
 watermarks), bound what any replay can reach on one node, however fast the
 replayer. This script measures that: ``--boards`` fresh sorted sets filled
 with N members each, in pipelined multi-element ``ZADD`` calls of
-``CHUNK`` members (the shape of the job's writes), counting Redis' own CPU
-(``INFO cpu``) and the wall time. Compare it with the Redis CPU and the time of
+``CHUNK`` members (the shape of the job's writes), counting Redis' own
+time in ``ZADD`` and the wall time. Compare it with the Redis CPU and the time of
 a real rebuild of the same N (``bench.backfill``'s table).
 
 Usage (the services up: ``.venv/bin/lb up``)::
@@ -38,8 +38,14 @@ PER_TRIP = 10
 
 
 def _redis_cpu_s(client: Any) -> float:
-    info = client.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+    """Seconds Redis spent executing ZADD (``INFO commandstats``).
+
+    Not ``used_cpu_*``: that counts the whole process, its lazy-free thread
+    too, which may still be freeing another run's boards. Run it on a Redis
+    no one else writes sorted sets to.
+    """
+    stats = client.info("commandstats").get("cmdstat_zadd", {})
+    return float(stats.get("usec", 0)) / 1e6
 
 
 def fill(client: Any, keys: list[str], players: int, seed: int) -> dict[str, float]:
