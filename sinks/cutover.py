@@ -45,6 +45,7 @@ import redis
 
 from domain.errors import ServiceError
 from domain.keys import GroupKeys, is_board_suffix, tag_of
+from domain.windows import WindowKind
 from sinks.namespace_swap import is_projection_key
 
 #: The live group has applied records the replay has not read yet: read more, retry.
@@ -106,6 +107,17 @@ for i = 1, n do
 end
 return out
 """
+
+
+def _fillable(suffix: str) -> bool:
+    """A board fill mode may move in: any window but a tournament.
+
+    A tournament's board depends on seats and attempts counted from its first
+    record on (kept in the group's ``meta:entries:``/``meta:attempts:``, which
+    fill mode never moves), so a bounded range cannot rebuild it; its archive
+    (docs/ARCHIVE.md) keeps the final board.
+    """
+    return is_board_suffix(suffix) and not suffix.startswith(f"{WindowKind.TOURNAMENT.value}:")
 
 
 @dataclass
@@ -197,8 +209,7 @@ def fill_group(
     staged = [
         key
         for key in group_keys(client, staging, tag)
-        if is_board_suffix(key.split("}:", 1)[1])
-        and (not windows or key.split("}:", 1)[1] in windows)
+        if _fillable(key.split("}:", 1)[1]) and (not windows or key.split("}:", 1)[1] in windows)
     ]
     result = FillResult()
     if not staged:

@@ -43,3 +43,11 @@ def test_boards_of_every_kind_are_boards_and_projection_keys(window_id: str) -> 
 def test_other_keys_are_not_boards(suffix: str) -> None:
     assert not is_board_suffix(suffix)
     assert is_projection_key(f"lb:{{g}}:{suffix}") == suffix.startswith("meta:")
+
+
+def test_fill_mode_moves_every_window_but_a_tournament() -> None:
+    from sinks.cutover import _fillable
+
+    assert all(_fillable(window_id) for window_id in BOARD_IDS)
+    assert not _fillable("tournament:cup")  # its seats and attempts are not in a range
+    assert not any(_fillable(suffix) for suffix in NOT_BOARDS)
