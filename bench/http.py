@@ -38,6 +38,7 @@ import asyncio
 import contextlib
 import http.client
 import json
+import multiprocessing
 import os
 import random
 import re
@@ -51,6 +52,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -290,8 +292,7 @@ class ProbeProducer:
         self.topic = topic
         self.rate = rate
         self.seconds = seconds
-        self.sent: dict[int, float] = {}  # probe score -> monotonic time produced
-        self.sent_wall: dict[int, float] = {}  # probe score -> epoch seconds produced
+        self.sent: dict[int, float] = {}  # probe score -> epoch second produced
         self.background = 0
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -318,8 +319,7 @@ class ProbeProducer:
                 self.background += 1
             if now >= next_probe:
                 probe_score += 1
-                self.sent[probe_score] = time.monotonic()
-                self.sent_wall[probe_score] = time.time()
+                self.sent[probe_score] = time.time()
                 self._send(producer, codec, keyring, key_id, f"probe{probe_score}", probe_score)
                 producer.poll(0)
                 next_probe += PROBE_EVERY_S
@@ -367,19 +367,18 @@ def leader_score(raw: str | bytes) -> int | None:
 
 
 async def subscribe_all(
-    base: str, count: int, seconds: float, sent: dict[int, float]
-) -> tuple[list[tuple[int, float, float]], int]:
+    base: str, count: int, seconds: float, first_probe: int
+) -> tuple[list[tuple[int, float]], int]:
     """``count`` WebSocket subscribers following the top 10 for ``seconds``.
 
-    Returns, for every (probe, subscriber) delivery, the probe's score, the
-    epoch second it arrived and its latency from ``sent`` (ms); and how many
-    subscribers connected. The clients are as cheap as the library allows (no
-    task per receive), since they share the machine with what they measure.
+    Returns, for every (probe, subscriber) delivery, the probe's score (a
+    leader's score from ``first_probe`` on) and the epoch second it arrived;
+    and how many subscribers connected.
     """
     from websockets.asyncio.client import connect
 
     url = base.replace("http://", "ws://") + f"/v1/leaderboards/{GAME}/live?top=10&interval=50"
-    deliveries: list[tuple[int, float, float]] = []
+    deliveries: list[tuple[int, float]] = []
     connected = 0
 
     async def one() -> None:
@@ -394,16 +393,30 @@ async def subscribe_all(
                         raw = await ws.recv()
                 except TimeoutError:
                     break
-                arrived, wall = time.monotonic(), time.time()
+                wall = time.time()
                 score = leader_score(raw)
-                produced = sent.get(score) if score is not None else None
-                if score is not None and produced is not None and score not in seen:
+                if score is not None and score >= first_probe and score not in seen:
                     seen.add(score)
-                    deliveries.append((score, wall, (arrived - produced) * 1000))
+                    deliveries.append((score, wall))
 
     tasks = [asyncio.create_task(one()) for _ in range(count)]
     await asyncio.gather(*tasks, return_exceptions=False)
     return deliveries, connected
+
+
+def _subscribers_process(
+    base: str, count: int, seconds: float, first_probe: int, results: Connection
+) -> None:
+    """:func:`subscribe_all` in a process of its own, on uvloop.
+
+    The clients share the machine with what they measure: in their own
+    process they do not wait for the GIL behind the probe producer, and
+    uvloop reads their sockets at a fraction of the default loop's cost.
+    """
+    import uvloop
+
+    results.send(uvloop.run(subscribe_all(base, count, seconds, first_probe)))
+    results.close()
 
 
 def probe_writes(scratch: Scratch, namespace: str) -> dict[int, int]:
@@ -439,31 +452,45 @@ def push_latency(
     args: Any,
     scratch: Scratch,
     namespace: str,
+    job_pid: int,
 ) -> dict[str, Any]:
-    """Probe latency produce -> WebSocket with the job running and subscribers connected."""
+    """Probe latency produce -> WebSocket with the job running and subscribers connected.
+
+    Also the cores each part used while the probes were produced: the server,
+    the job, the clients, this process (the producer), Kafka and Redis, and
+    the machine as a whole (``/proc/stat``).
+    """
     producer = ProbeProducer(settings, topic, args.rate, args.push_seconds, first_probe)
-    result: dict[str, Any] = {}
-
-    def run_clients() -> None:
-        deliveries, connected = asyncio.run(
-            subscribe_all(base, subscribers, args.push_seconds + 15, producer.sent)
-        )
-        result["deliveries"] = deliveries
-        result["connected"] = connected
-
-    clients = threading.Thread(target=run_clients)
+    context = multiprocessing.get_context("spawn")
+    results, sending = context.Pipe(duplex=False)
+    clients = context.Process(
+        target=_subscribers_process,
+        args=(base, subscribers, args.push_seconds + 15, first_probe, sending),
+    )
     clients.start()
+    sending.close()
     time.sleep(min(10.0, 2 + subscribers / 200))  # let the clients connect first
+    roles = {
+        "server": [_listener_pid(base)],
+        "job": [job_pid],
+        "clients": [clients.pid or 0],
+        "producer": [os.getpid()],
+    }
+    before, started = cpu_by_role(roles), time.monotonic()
     producer.thread.start()
     producer.thread.join()
+    elapsed = time.monotonic() - started
+    cores = {
+        role: round((cpu - before[role]) / elapsed, 2) for role, cpu in cpu_by_role(roles).items()
+    }
+    arrivals, connected = results.recv()  # when the clients end
     clients.join()
-    deliveries = result.get("deliveries", [])
+    sent = producer.sent
+    deliveries = [(score, wall, (wall - sent[score]) * 1000) for score, wall in arrivals]
     latencies = sorted(latency for _, _, latency in deliveries)
     written = probe_writes(scratch, namespace)
     job_part = sorted(
-        written[score] - producer.sent_wall[score] * 1000
-        for score in producer.sent_wall
-        if score in written
+        written[score] - producer.sent[score] * 1000 for score in producer.sent if score in written
     )
     server_part = sorted(
         wall * 1000 - written[score] for score, wall, _ in deliveries if score in written
@@ -471,7 +498,7 @@ def push_latency(
     probes = len(producer.sent)
     return {
         "subscribers": subscribers,
-        "connected": result.get("connected", 0),
+        "connected": connected,
         "rate_per_s": args.rate,
         "seconds": args.push_seconds,
         "probes": probes,
@@ -486,7 +513,46 @@ def push_latency(
         "job_p99_ms": percentile(job_part, 99),
         "fanout_p50_ms": percentile(server_part, 50),
         "fanout_p99_ms": percentile(server_part, 99),
+        "cores": cores,
     }
+
+
+def _listener_pid(base: str) -> int:
+    """The process listening on ``base``'s port (the ``lb serve`` this run started)."""
+    port = base.rsplit(":", 1)[1]
+    found = subprocess.run(
+        ["pgrep", "-f", "--", f"lb.cli serve --port {port}"], capture_output=True, text=True
+    ).stdout.split()
+    return int(found[0]) if found else 0
+
+
+def cpu_by_role(roles: dict[str, list[int]]) -> dict[str, float]:
+    """CPU seconds so far of each role's processes and their descendants.
+
+    Plus ``kafka+redis`` (by process name) and ``machine`` (every core's busy
+    time, from ``/proc/stat``).
+    """
+    ticks = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[str, int, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (stat := OtherLoad.stat(int(entry.name))) is not None:
+            stats[int(entry.name)] = stat
+    children: dict[int, list[int]] = {}
+    for pid, (_, ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+
+    def tree(pid: int) -> float:
+        return (
+            stats[pid][2] + sum(tree(child) for child in children.get(pid, []))
+            if pid in stats
+            else 0.0
+        )
+
+    out = {role: sum(tree(pid) for pid in pids) for role, pids in roles.items()}
+    out["kafka+redis"] = sum(cpu for name, _, cpu in stats.values() if name in OtherLoad.SERVICES)
+    busy = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    out["machine"] = (sum(busy) - busy[3] - busy[4]) / ticks  # all but idle and iowait
+    return out
 
 
 class OtherLoad:
@@ -510,7 +576,8 @@ class OtherLoad:
         self.load_at_start = [round(x, 2) for x in os.getloadavg()]
 
     @staticmethod
-    def _stat(pid: int) -> tuple[str, int, float] | None:
+    def stat(pid: int) -> tuple[str, int, float] | None:
+        """A process's name, parent and CPU seconds so far; None once it is gone."""
         try:
             raw = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
@@ -523,7 +590,7 @@ class OtherLoad:
     def sample(self) -> None:
         stats = {}
         for entry in Path("/proc").iterdir():
-            if entry.name.isdigit() and (stat := self._stat(int(entry.name))) is not None:
+            if entry.name.isdigit() and (stat := self.stat(int(entry.name))) is not None:
                 stats[int(entry.name)] = stat
         for pid, (name, _, cpu) in stats.items():
             chain, seen = pid, 0
@@ -585,9 +652,17 @@ GOAL_PUSH_RATE = 5000
 
 PUSH_HEADER = (
     "| server | subscribers (connected) | p50 | p99 | max | deliveries "
-    "| job: produce -> written, p50 / p99 | server: written -> received, p50 / p99 |\n"
-    "| --- | --- | --- | --- | --- | --- | --- | --- |"
+    "| job: produce -> written, p50 / p99 | server: written -> received, p50 / p99 "
+    "| cores: server, job, clients, producer, Kafka+Redis (machine) |\n"
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 )
+
+
+def _cores(cores: dict[str, float] | None) -> str:
+    if not cores:
+        return "-"
+    parts = ("server", "job", "clients", "producer", "kafka+redis")
+    return ", ".join(f"{cores.get(part, 0):.2f}" for part in parts) + f" ({cores['machine']:.2f})"
 
 
 def _ms(value: float | None) -> str:
@@ -688,7 +763,8 @@ def markdown(summary: dict[str, Any]) -> str:
                 f"{_ms(p['p50_ms'])} | {_ms(p['p99_ms'])} | {_ms(p['max_ms'])} | "
                 f"{fmt_int(p['deliveries'])} of {fmt_int(p['expected_deliveries'])} | "
                 f"{_ms(p.get('job_p50_ms'))} / {_ms(p.get('job_p99_ms'))} | "
-                f"{_ms(p.get('fanout_p50_ms'))} / {_ms(p.get('fanout_p99_ms'))} |"
+                f"{_ms(p.get('fanout_p50_ms'))} / {_ms(p.get('fanout_p99_ms'))} | "
+                f"{_cores(p.get('cores'))} |"
             )
     pushes = summary["push"]
     first = pushes[0]
@@ -705,6 +781,7 @@ def markdown(summary: dict[str, Any]) -> str:
         else ""
     )
     new = summary.get("new") or {}
+    before_push = (summary.get("push_before") or [{}])[0]
     no_cache = summary.get("new_no_cache") or {}
     multi = summary.get("new_workers") or {}
     return f"""## HTTP API: FastAPI/uvicorn against the servers before it (`bench/http.py`)
@@ -750,31 +827,35 @@ Goal: p99 <= {GOAL_PUSH_P99_MS:g} ms at {GOAL_PUSH_SUBSCRIBERS:,} subscribers an
   redis-py and building the page cost about as much as the rest of the request. What
   remains per cached request is uvicorn's HTTP/1.1 handling (parsing, a task per request,
   two socket writes per response: head and body) and the metrics middleware.
-- **Keep-alive latency** at 4 connections is mostly the client's own Python (4 threads
-  sharing one interpreter) and scheduling on a shared 2-core machine: p50
-  {_ms(_get(new, "keepalive", "p50_ms"))}, p99 {_ms(_get(new, "keepalive", "p99_ms"))} on 1
-  worker, {_ms(_get(multi, "keepalive", "p99_ms"))} on {workers}. The tail follows the
-  machine's load (above), not the server's work.
+- **Keep-alive latency** at 4 connections (the client: 4 Python threads sharing one
+  interpreter): p50 {_ms(_get(new, "keepalive", "p50_ms"))}, p99
+  {_ms(_get(new, "keepalive", "p99_ms"))} on 1 worker; {_ms(_get(multi, "keepalive", "p99_ms"))}
+  on {workers} workers, whose processes compete for the same 2 cores with the client, Redis
+  and the rest of the machine (see the load line above).
 - **Intake.** Each request is validated by the same model as before, checked, Avro-encoded
   and produced without FastAPI's per-request machinery, and the Kafka client's delivery
   reports are served on the event loop (`poll(0)` every 0.5 ms while records are
-  outstanding) instead of a thread that woke the loop once per record: that thread's
-  wake-ups and GIL hand-overs cost more than the rest of the request. Every answer still
-  waits for its own acknowledgement; there is no lock. {
-        fmt_int(_get(new, "intake", "requests_per_s"))
-    } events/s on 1 worker, {fmt_int(_get(multi, "intake", "requests_per_s"))}
-  on {workers}; the server process is CPU-bound, next to the Kafka broker and `wrk`.
+  outstanding) instead of a thread that woke the loop once per record (those wake-ups and
+  GIL hand-overs cost more than the rest of the request). Every answer still waits for
+  its own acknowledgement; there is no lock. {fmt_int(_get(new, "intake", "requests_per_s"))}
+  events/s on 1 worker, {fmt_int(_get(multi, "intake", "requests_per_s"))} on {workers}
+  (two producers, two processes and `wrk` on two cores). `linger.ms` stays 1: 0 and 5
+  both gave fewer acknowledged events/s in a side-by-side trial.
 - **Pushes.** The hub reads a watch's page once, before waking its subscribers, so each
   subscriber's push is a wake-up, an encode lookup and one WebSocket frame written (no
-  per-subscriber compression: `permessage-deflate` is off). At {
-        first["subscribers"]:,} subscribers the job's
-  part is p50 {_ms(first.get("job_p50_ms"))} / p99 {_ms(first.get("job_p99_ms"))}: a probe
-  waits for the job's micro-batch to close ({summary.get("batch_ms", 50)} ms after its first
-  record), then decoding, verification and planning of the batch in Python, on the cores
-  the producer, the server and the clients also use. The server's part, including the
-  clients (one Python process reading every message), is p50
-  {_ms(first.get("fanout_p50_ms"))} / p99 {_ms(first.get("fanout_p99_ms"))}. The job's batch
-  interval is the job's setting and was not changed here.
+  per-subscriber compression: `permessage-deflate` is off); the new server delivers
+  {fmt_int(first["deliveries"])} pages where the one before managed
+  {fmt_int(before_push.get("deliveries"))} in the same run. At {first["subscribers"]:,}
+  subscribers the job's part is p50
+  {_ms(first.get("job_p50_ms"))} / p99 {_ms(first.get("job_p99_ms"))} (its micro-batch closes
+  {summary.get("batch_ms", 50)} ms after its first record; then decoding, verification and
+  planning in Python) and the server's part, clients included, p50
+  {_ms(first.get("fanout_p50_ms"))} / p99 {_ms(first.get("fanout_p99_ms"))}. While the probes
+  were produced the parts used these cores: {_cores(first.get("cores"))}, in the order of the
+  table's last column: the load generator itself ({fmt_int(first["rate_per_s"])} signed
+  events/s and {first["subscribers"]:,} clients, in Python) takes its share of the
+  {summary["machine"]["nproc"]} cores, and every part queues for what is left. The job's
+  batch interval is the job's setting and was not changed here.
 """
 
 
@@ -895,7 +976,15 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(3)  # the job subscribes and catches up with the intake events
                 summary[key].append(
                     push_latency(
-                        settings, topic, base, count, first_probe, args, scratch, namespace
+                        settings,
+                        topic,
+                        base,
+                        count,
+                        first_probe,
+                        args,
+                        scratch,
+                        namespace,
+                        job.proc.pid,
                     )
                 )
             log(f"{key}: {summary[key][-1]}")
