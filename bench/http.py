@@ -42,6 +42,7 @@ import multiprocessing
 import os
 import random
 import re
+import resource
 import socket
 import subprocess
 import sys
@@ -474,7 +475,6 @@ def push_latency(
         "server": [_listener_pid(base)],
         "job": [job_pid],
         "clients": [clients.pid or 0],
-        "producer": [os.getpid()],
     }
     before, started = cpu_by_role(roles), time.monotonic()
     producer.thread.start()
@@ -526,11 +526,17 @@ def _listener_pid(base: str) -> int:
     return int(found[0]) if found else 0
 
 
+def own_cpu_s() -> float:
+    """CPU seconds of this process so far (its threads, not its children)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def cpu_by_role(roles: dict[str, list[int]]) -> dict[str, float]:
     """CPU seconds so far of each role's processes and their descendants.
 
-    Plus ``kafka+redis`` (by process name) and ``machine`` (every core's busy
-    time, from ``/proc/stat``).
+    Plus ``producer`` (this process alone), ``kafka+redis`` (by process name)
+    and ``machine`` (every core's busy time, from ``/proc/stat``).
     """
     ticks = os.sysconf("SC_CLK_TCK")
     stats: dict[int, tuple[str, int, float]] = {}
@@ -549,6 +555,7 @@ def cpu_by_role(roles: dict[str, list[int]]) -> dict[str, float]:
         )
 
     out = {role: sum(tree(pid) for pid in pids) for role, pids in roles.items()}
+    out["producer"] = own_cpu_s()  # this process alone: its children are the other roles
     out["kafka+redis"] = sum(cpu for name, _, cpu in stats.values() if name in OtherLoad.SERVICES)
     busy = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     out["machine"] = (sum(busy) - busy[3] - busy[4]) / ticks  # all but idle and iowait
