@@ -857,7 +857,10 @@ Goal: p99 <= {GOAL_PUSH_P99_MS:g} ms at {GOAL_PUSH_SUBSCRIBERS:,} subscribers an
   {_ms(first.get("job_p50_ms"))} / p99 {_ms(first.get("job_p99_ms"))} (its micro-batch closes
   {summary.get("batch_ms", 50)} ms after its first record; then decoding, verification and
   planning in Python) and the server's part, clients included, p50
-  {_ms(first.get("fanout_p50_ms"))} / p99 {_ms(first.get("fanout_p99_ms"))}. While the probes
+  {_ms(first.get("fanout_p50_ms"))} / p99 {_ms(first.get("fanout_p99_ms"))}; end to end p99
+  {_ms(first.get("p99_ms"))} against {_ms(before_push.get("p99_ms"))} before: twice the pages
+  for the same clients and cores is more to queue for, so the tail at this load is not
+  better than before, while at fewer subscribers the machine has room and it is. While the probes
   were produced the parts used these cores: {_cores(first.get("cores"))}, in the order of the
   table's last column: the load generator itself ({fmt_int(first["rate_per_s"])} signed
   events/s and {first["subscribers"]:,} clients, in Python) takes its share of the
