@@ -34,8 +34,8 @@ from api.intake import ACK_TIMEOUT_S, INTAKE_LINGER_MS, AckingProducer, ScoreInt
 from api.live import ChangeHub, SharedReads
 from api.metrics import RequestMetrics, exposition
 from api.pages import DEFAULT_TTL_MS, PageCache
-from api.server import settle_heap
 from config.clients import async_redis_client, game_catalog
+from config.heap import settle_heap
 from config.settings import Settings
 from domain.errors import ConfigError
 from domain.games import GameCatalog

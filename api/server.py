@@ -10,7 +10,6 @@ reverse proxy that adds TLS, authentication of readers and rate limits.
 from __future__ import annotations
 
 import errno
-import gc
 import socket
 from typing import Any
 
@@ -105,19 +104,6 @@ def serve_workers(factory: str, sock: socket.socket, workers: int, *, quiet: boo
     """
     config = make_config(factory, quiet=quiet, workers=workers)
     Multiprocess(config, sockets=[sock]).run()
-
-
-def settle_heap() -> None:
-    """Move everything made so far out of the cyclic collector's sight (``gc.freeze``).
-
-    The app's modules and objects (FastAPI, pydantic, the clients) are tens of
-    thousands of long-lived objects that a full collection would walk again
-    and again: 50 ms or more on this project's machine, in the middle of
-    whichever requests were in flight. Called once a server process is built,
-    before it serves; objects made later are collected as usual.
-    """
-    gc.collect()
-    gc.freeze()
 
 
 def parse_page_cache_ms(text: str | int) -> int:

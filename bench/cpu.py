@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import io
 import pstats
 import sys
@@ -41,6 +42,7 @@ from typing import Any
 from bench.common import COUNTED, Scratch, base_settings, counted, emit, log, run_id
 from bench.workloads import WORKLOADS, shape
 from config.clients import redis_client
+from config.heap import tune_for_streaming
 from config.settings import Settings
 from domain.games import GameCatalog
 from domain.planner import BoardPlanner, LookupResults
@@ -201,6 +203,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="ENGINES",
         help="comma-separated engines among python,native (default: both when native is built)",
     )
+    parser.add_argument(
+        "--collector",
+        choices=("tuned", "default"),
+        default="tuned",
+        help="the garbage collector as the job sets it (config/heap.py) or CPython's defaults",
+    )
     args = parser.parse_args(argv)
     if args.decoder is None:
         engines = ["python", "native"] if native_module() is not None else ["python"]
@@ -213,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         print("--decoder native: lb_native is not built (scripts/bootstrap.sh)", file=sys.stderr)
         return 2
     names = list(WORKLOADS) if args.workload == "all" else [args.workload]
+    if args.collector == "tuned":
+        tune_for_streaming()
     results = [
         result
         for name in names
@@ -224,7 +234,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"--- {result['workload']} [{result['decoder']}]\n{result['profile']}",
                 file=sys.stderr,
             )
-    summary: dict[str, Any] = {"benchmark": "cpu", "results": results}
+    summary: dict[str, Any] = {
+        "benchmark": "cpu",
+        "collector": args.collector,
+        "gc_threshold": list(gc.get_threshold()),
+        "results": results,
+    }
     if len(engines) > 1:
         summary["engines"] = _side_by_side(results, engines)
     emit(summary)

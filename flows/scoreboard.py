@@ -21,6 +21,7 @@ import bytewax.operators as op
 from bytewax.dataflow import Dataflow
 
 from config.clients import job_redis_client
+from config.heap import tune_for_streaming
 from config.settings import Settings
 from domain.backoff import Backoff
 from domain.errors import LeaderboardError
@@ -152,6 +153,8 @@ def build(
             partitions=partitions,
         ),
     )
+    # The flow is built once per worker process, before it consumes anything.
+    tune_for_streaming()
     return flow
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any, cast
 
+from config.heap import tune_for_streaming
 from domain.backfill_plan import BackfillPlan, expiry_floor
 from domain.errors import ServiceError
 from domain.planner import BoardPlanner, WritePlan, group_tag
@@ -127,6 +128,7 @@ def _worker(part: Part, tools: Tools, counts: Any, conn: Connection, parent: int
 
     try:
         client, log, validator = tools()
+        tune_for_streaming()
         replay_part(part, client, log, validator, progress)
         conn.send(("ok", done))
     except Exception as exc:  # reported by the parent as one line

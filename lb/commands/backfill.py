@@ -32,6 +32,7 @@ from types import FrameType
 from typing import Any
 
 from config.clients import game_catalog, probe_kafka, quiet_kafka_config, redis_client
+from config.heap import tune_for_streaming
 from config.settings import Settings
 from domain.backfill_plan import BackfillPlan, Bound, parse_bound, staging_namespace
 from domain.errors import ConfigError, QueryError
@@ -103,6 +104,7 @@ def run_backfill(
         tools=functools.partial(replay_tools, settings, topic),
     )
     signal.signal(signal.SIGTERM, _interrupt)  # drops the staging keys like Ctrl-C
+    tune_for_streaming()
     report = job.run()
     print(json.dumps({"namespace": settings.namespace, **report.as_dict()}))
     return 0

@@ -26,9 +26,9 @@ from api.server import (
     parse_port,
     parse_workers,
     serve_workers,
-    settle_heap,
     url_of,
 )
+from config.heap import settle_heap
 from config.settings import Settings
 from telemetry import server as server_registry
 
