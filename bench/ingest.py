@@ -86,6 +86,7 @@ from bench.common import (
 from bench.formatting import fmt_int, fmt_ratio
 from bench.workloads import WORKLOADS, shape
 from config.clients import redis_client
+from config.heap import tune_for_streaming
 from config.settings import Settings
 from domain.errors import CodecError, EncodingError
 from domain.games import GameCatalog, GameConfig
@@ -386,8 +387,10 @@ def _stages(
 
     Same classes as the job (``Validator``, ``BoardPlanner``, ``RedisBoardStore``),
     same batch size (``LB_BATCH_MAX`` records of one partition), one read and one
-    write round trip per batch; no dead-letter output.
+    write round trip per batch; no dead-letter output; the garbage collector
+    tuned as in the job's processes (``config/heap.py``).
     """
+    tune_for_streaming()
     namespace = scratch.namespace(f"{scratch.prefix}-stages")
     keyring = parse_keyring(settings.hmac_keys.reveal())
     validator = Validator(GameCatalog.builtin(), decode_verifier(keyring, engine=settings.decoder))

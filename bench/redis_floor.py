@@ -14,7 +14,7 @@ a real rebuild of the same N (``bench.backfill``'s table).
 Usage (the services up: ``.venv/bin/lb up``)::
 
     .venv/bin/python -m bench.redis_floor                      # 1M and 10M players
-    .venv/bin/python -m bench.redis_floor --players 1000000
+    .venv/bin/python -m bench.redis_floor --players 1000000 --order random sorted
 
 Progress on stderr, a JSON summary on stdout; writes no doc section
 (docs/BENCHMARKS.md quotes it with this command). Its keys live in a
@@ -48,18 +48,26 @@ def _redis_cpu_s(client: Any) -> float:
     return float(stats.get("usec", 0)) / 1e6
 
 
-def fill(client: Any, keys: list[str], players: int, seed: int) -> dict[str, float]:
-    """Every player into every key; Redis CPU and wall seconds."""
+def _scores(players: int, seed: int, order: str) -> list[int]:
+    """Every player's score: as drawn, or ascending (the order a sorting replay could use)."""
     rng = random.Random(seed)
+    scores = [rng.randrange(1, 2**50) for _ in range(players)]
+    if order == "sorted":
+        scores.sort()
+    return scores
+
+
+def fill(
+    client: Any, keys: list[str], players: int, seed: int, order: str = "random"
+) -> dict[str, float]:
+    """Every player into every key, in ``order`` of score; Redis CPU and wall seconds."""
+    scores = _scores(players, seed, order)
     cpu0, wall0 = _redis_cpu_s(client), time.perf_counter()
     step = max(CHUNK * PER_TRIP, players // 10)
     for first in range(0, players, CHUNK * PER_TRIP):
         pipe = client.pipeline(transaction=False)
         for start in range(first, min(players, first + CHUNK * PER_TRIP), CHUNK):
-            members = {
-                f"p{i:08d}": rng.randrange(1, 2**50)
-                for i in range(start, min(players, start + CHUNK))
-            }
+            members = {f"p{i:08d}": scores[i] for i in range(start, min(players, start + CHUNK))}
             for key in keys:
                 pipe.zadd(key, members)
         pipe.execute()
@@ -77,6 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--players", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--boards", type=int, default=3, help="boards per player (default 3)")
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument(
+        "--order",
+        nargs="+",
+        choices=("random", "chunk-sorted", "sorted"),
+        default=["random"],
+        help="insert order of scores: as a replay meets them, ascending within each ZADD, "
+        "or ascending overall (default random)",
+    )
     args = parser.parse_args(argv)
     if min(args.players) <= 0 or args.boards <= 0:
         parser.error("--players and --boards must be positive")
@@ -85,13 +101,21 @@ def main(argv: list[str] | None = None) -> int:
     with Scratch(base_settings(), f"bench-floor-{uuid.uuid4().hex[:10]}") as scratch:
         ns = scratch.namespace(scratch.prefix)
         for players in args.players:
-            keys = [f"{ns}:{{g}}:board{b}:{players}" for b in range(args.boards)]
-            log(f"{players:,} players into {args.boards} fresh sorted sets")
-            got = fill(scratch.redis, keys, players, args.seed)
-            per = got["redis_cpu_s"] / players * 1e6
-            log(f"{players:,}: Redis CPU {got['redis_cpu_s']} s ({per:.2f} us per player)")
-            sizes.append({"players": players, **got, "redis_cpu_us_per_player": round(per, 2)})
-            scratch.redis.delete(*keys)
+            for order in args.order:
+                keys = [f"{ns}:{{g}}:board{b}:{players}" for b in range(args.boards)]
+                log(f"{players:,} players into {args.boards} fresh sorted sets, {order} order")
+                got = fill(scratch.redis, keys, players, args.seed, order)
+                per = got["redis_cpu_s"] / players * 1e6
+                log(f"{players:,} {order}: Redis CPU {got['redis_cpu_s']} s ({per:.2f} us/player)")
+                sizes.append(
+                    {
+                        "players": players,
+                        "order": order,
+                        **got,
+                        "redis_cpu_us_per_player": round(per, 2),
+                    }
+                )
+                scratch.redis.unlink(*keys)  # freed in the background: DEL of 10M blocks
     emit(
         {
             "benchmark": "redis_floor",
