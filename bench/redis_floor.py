@@ -48,28 +48,38 @@ def _redis_cpu_s(client: Any) -> float:
     return float(stats.get("usec", 0)) / 1e6
 
 
-def _scores(players: int, seed: int, order: str) -> list[int]:
-    """Every player's score: as drawn, or ascending (the order a sorting replay could use)."""
+def _members(players: int, seed: int, order: str) -> list[tuple[str, int]]:
+    """Every (player, score), in the insert order asked for.
+
+    ``random``: as drawn; ``chunk-sorted``: ascending within each ``ZADD`` (what a
+    writer that sorts each call's members sends); ``sorted``: ascending overall (a
+    replay that could order the whole log first).
+    """
     rng = random.Random(seed)
-    scores = [rng.randrange(1, 2**50) for _ in range(players)]
+    members = [(f"p{i:08d}", rng.randrange(1, 2**50)) for i in range(players)]
     if order == "sorted":
-        scores.sort()
-    return scores
+        members.sort(key=lambda m: m[1])
+    elif order == "chunk-sorted":
+        for start in range(0, players, CHUNK):
+            members[start : start + CHUNK] = sorted(
+                members[start : start + CHUNK], key=lambda m: m[1]
+            )
+    return members
 
 
 def fill(
     client: Any, keys: list[str], players: int, seed: int, order: str = "random"
 ) -> dict[str, float]:
     """Every player into every key, in ``order`` of score; Redis CPU and wall seconds."""
-    scores = _scores(players, seed, order)
+    members = _members(players, seed, order)
     cpu0, wall0 = _redis_cpu_s(client), time.perf_counter()
     step = max(CHUNK * PER_TRIP, players // 10)
     for first in range(0, players, CHUNK * PER_TRIP):
         pipe = client.pipeline(transaction=False)
         for start in range(first, min(players, first + CHUNK * PER_TRIP), CHUNK):
-            members = {f"p{i:08d}": scores[i] for i in range(start, min(players, start + CHUNK))}
+            chunk = dict(members[start : min(players, start + CHUNK)])
             for key in keys:
-                pipe.zadd(key, members)
+                pipe.zadd(key, chunk)
         pipe.execute()
         if (first + CHUNK * PER_TRIP) % step == 0:
             log(f"{min(players, first + CHUNK * PER_TRIP):,}/{players:,} players")
