@@ -181,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     info = machine()
     results: dict[str, list[dict[str, Any]]] = {}
     run = {
-        "command": ".venv/bin/python -m bench" + (" --quick" if args.quick else ""),
+        "command": ".venv/bin/python -m bench"
+        + (" --quick" if args.quick else "")
+        + (" --only " + " ".join(args.only) if args.only else ""),
         "machine": machine_line(info),
         "minutes": 0.0,
     }

@@ -211,7 +211,8 @@ def rebuild_rows(summary: Mapping[str, Any]) -> list[list[str]]:
             rows.append(
                 [
                     "rebuild",
-                    f"`lb rebuild --offline` of {size['players']:,} players, "
+                    f"{'`lb rebuild`' if run.get('mode') == 'replay' else '`lb rebuild --offline`'}"
+                    f" of {size['players']:,} players, "
                     f"{processes(run['processes'])}",
                     f"{run['seconds']} s",
                     f"{run['players_per_s']:,} players/s",

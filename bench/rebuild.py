@@ -10,10 +10,16 @@ For each player count N:
    (``p00000000`` ...; game ``g1`` with the built-in all-time, weekly and daily
    boards; log-normal scores; event times spread over the hour before the
    start), so every board ends with N members.
-2. For each ``--processes`` count, runs ``python -m lb.cli rebuild --offline`` (replay from
-   the earliest offsets into a staging namespace, then the atomic swap) into a
-   fresh namespace, and times it from process start to exit. The job's resident
-   memory (all its processes) is sampled every 0.2 s; the peak is reported.
+2. For each ``--modes`` and ``--processes`` count, runs ``python -m lb.cli rebuild``
+   into a fresh namespace and times it from process start to exit: ``offline`` is
+   ``lb rebuild --offline`` (Bytewax processes replay from the earliest offsets into
+   a staging namespace, then the atomic swap), ``replay`` the default ``lb rebuild``
+   (replay processes without Bytewax, then the cut-over that a live job would
+   follow; none runs here). The job's resident memory (all its processes) is
+   sampled every 0.2 s; the peak is reported, and Redis' CPU during the run: its
+   main thread's and the time it spent in each command (``INFO commandstats``
+   deltas; commands called from Lua are counted under their own names), the
+   figure to hold against ``bench.redis_floor``.
 3. After the first rebuild of N, measures Redis: ``MEMORY USAGE`` (exact,
    ``SAMPLES 0``) of every board, of the dedupe sets (``meta:seen:*``) and of the
    other metadata, and the growth of ``used_memory``, each divided by N.
@@ -97,22 +103,57 @@ def _produce(settings: Settings, topic: str, players: int, seed: int) -> dict[st
     return {"seconds": round(seconds, 2), "rate": round(players / seconds)}
 
 
+def _redis_time(client: Any) -> tuple[float, dict[str, float]]:
+    """Redis' main-thread CPU seconds and the seconds spent in each command so far."""
+    cpu = client.info("cpu")
+    main = float(cpu["used_cpu_user_main_thread"]) + float(cpu["used_cpu_sys_main_thread"])
+    commands = {
+        name.removeprefix("cmdstat_"): float(stats.get("usec", 0)) / 1e6
+        for name, stats in client.info("commandstats").items()
+    }
+    return main, commands
+
+
+def _redis_spent(
+    before: tuple[float, dict[str, float]], after: tuple[float, dict[str, float]]
+) -> dict[str, Any]:
+    """Redis' CPU between two readings: main thread, and the commands that took most."""
+    spent = {
+        name: round(seconds - before[1].get(name, 0.0), 2) for name, seconds in after[1].items()
+    }
+    top = sorted(((s, n) for n, s in spent.items() if s >= 0.01), reverse=True)[:6]
+    return {
+        "main_thread_s": round(after[0] - before[0], 2),
+        "commands_s": {name: seconds for seconds, name in top},
+    }
+
+
 def _rebuild(
-    scratch: Scratch, settings: Settings, topic: str, players: int, processes: int, label: str
+    scratch: Scratch,
+    settings: Settings,
+    topic: str,
+    players: int,
+    processes: int,
+    label: str,
+    mode: str = "offline",
 ) -> dict[str, Any]:
     namespace = scratch.namespace(f"{scratch.prefix}-{label}")
     scratch.namespace(staging_namespace(namespace))
-    flags = ["--offline"] + ([] if processes <= 1 else ["--processes", str(processes)])
+    flags = (["--offline"] if mode == "offline" else []) + (
+        [] if processes <= 1 else ["--processes", str(processes)]
+    )
     env = job_env(settings, topic, f"{topic}.dlq", namespace, scratch.state_dir / label)
     job = Job(flags, env, scratch.state_dir / f"{label}.log", command="rebuild")
     scratch.jobs.append(job)
     log(f"{label}: `{job.command}` into {namespace}")
+    redis_before = _redis_time(scratch.redis)
     peak = 0
     while job.poll() is None:
         peak = max(peak, session_rss_bytes(job.proc.pid))
         time.sleep(SAMPLE_S)
     seconds = time.monotonic() - job.started
     code = job.wait()
+    redis_spent = _redis_spent(redis_before, _redis_time(scratch.redis))
     if code != 0:
         raise SystemExit(f"{label}: lb rebuild exited {code}:\n{job.tail()}")
     total, stats = counted(scratch.redis, namespace)
@@ -125,12 +166,14 @@ def _rebuild(
     )
     log(
         f"{label}: {seconds:.1f} s ({players / seconds:,.0f} players/s), peak RSS "
-        f"{peak / 2**20:,.0f} MiB, verified={verified}"
+        f"{peak / 2**20:,.0f} MiB, Redis {redis_spent}, verified={verified}"
     )
     return {
         "label": label,
         "namespace": namespace,
+        "mode": mode,
         "processes": processes,
+        "redis": redis_spent,
         "seconds": round(seconds, 2),
         "players_per_s": round(players / seconds),
         "peak_rss_bytes": peak,
@@ -185,6 +228,20 @@ def _memory(client: Any, namespace: str, players: int, used_before: int) -> dict
     }
 
 
+_MODE_TEXT = {"offline": "`lb rebuild --offline`", "replay": "`lb rebuild`"}
+_RUN_HEADER = (
+    "players",
+    "command",
+    "processes",
+    "seconds",
+    "players/s",
+    "job peak RSS MiB",
+    "Redis CPU s",
+    "Redis s by command",
+    "counters and boards",
+)
+
+
 def markdown(summary: dict[str, Any]) -> str:
     """The benchmark's section of docs/BENCHMARKS.md, from its JSON summary."""
     rows = []
@@ -192,13 +249,18 @@ def markdown(summary: dict[str, Any]) -> str:
     for size in summary["sizes"]:
         n = size["players"]
         for run in size["runs"]:
+            redis = run.get("redis", {})
+            commands = ", ".join(f"{k} {v:g}" for k, v in redis.get("commands_s", {}).items())
             rows.append(
                 [
                     fmt_int(n),
+                    _MODE_TEXT[run.get("mode", "offline")],
                     str(run["processes"]),
                     f"{run['seconds']}",
                     fmt_int(run["players_per_s"]),
                     f"{run['peak_rss_bytes'] / 2**20:,.0f}",
+                    f"{redis.get('main_thread_s', '-')}",
+                    commands or "-",
                     "ok" if run["verified"] else "**MISMATCH**",
                 ]
             )
@@ -245,13 +307,15 @@ Machine: {machine_line(summary["machine"])}
 
 Input: one signed record per player (game `g1`: all-time, weekly and daily boards, so
 3 board entries per player), {PARTITIONS} partitions. `lb rebuild --offline` (Bytewax
-processes, no live job; `bench.backfill` times the default beside one) replays the topic
-from the earliest offsets into a staging namespace and swaps it in; time is process
-start to exit (start-up, replay, swap). Peak RSS sums every process of the job.
+processes) or `lb rebuild` (replay processes without Bytewax, then the cut-over; no
+live job runs here, `bench.backfill` times it beside one) replays the topic from the
+earliest offsets into a staging namespace and swaps it in; time is process start to
+exit (start-up, replay, swap). Peak RSS sums every process of the job. Redis CPU:
+its main thread's seconds during the run, and the seconds it spent in the commands
+that took most (`INFO commandstats`; commands run by the job's Lua script are counted
+under their own names, inside `evalsha`'s total).
 
-| players | processes | seconds | players/s | job peak RSS MiB | counters and boards |
-| --- | --- | --- | --- | --- | --- |
-{chr(10).join("| " + " | ".join(r) + " |" for r in rows)}
+{table(_RUN_HEADER, rows)}
 
 {scale_lines}
 {procs}
@@ -272,6 +336,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.rebuild", description=__doc__)
     parser.add_argument("--players", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        choices=sorted(_MODE_TEXT),
+        default=["offline"],
+        help="offline: lb rebuild --offline (Bytewax); replay: lb rebuild (default offline)",
+    )
     parser.add_argument("--seed", type=int, default=20260504)
     parser.add_argument("--no-doc", action="store_true", help="do not touch docs/BENCHMARKS.md")
     args = parser.parse_args(argv)
@@ -288,10 +359,11 @@ def main(argv: list[str] | None = None) -> int:
             produced = _produce(settings, topic, players, args.seed)
             runs = []
             memory: dict[str, Any] = {}
-            for index, processes in enumerate(args.processes):
+            combos = [(m, p) for m in args.modes for p in args.processes]
+            for index, (mode, processes) in enumerate(combos):
                 used_before = int(scratch.redis.info("memory")["used_memory"])
-                label = f"n{players}-p{processes}"
-                run = _rebuild(scratch, settings, topic, players, processes, label)
+                label = f"n{players}-{mode}-p{processes}"
+                run = _rebuild(scratch, settings, topic, players, processes, label, mode)
                 if index == 0:
                     memory = _memory(scratch.redis, run["namespace"], players, used_before)
                     log(f"memory per player: {memory['per_player']}")
@@ -300,8 +372,17 @@ def main(argv: list[str] | None = None) -> int:
             sizes.append({"players": players, "produced": produced, "runs": runs, "memory": memory})
             scratch.drop_topics([topic])
 
+    first_mode = args.modes[0]
+
     def run_of(size: dict[str, Any], processes: int) -> dict[str, Any] | None:
-        return next((r for r in size["runs"] if r["processes"] == processes), None)
+        return next(
+            (
+                r
+                for r in size["runs"]
+                if r["processes"] == processes and r.get("mode", "offline") == first_mode
+            ),
+            None,
+        )
 
     scaling = []
     for small, big in itertools.pairwise(sizes):
