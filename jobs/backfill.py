@@ -254,7 +254,7 @@ class Backfill:
         self._plan = plan
         self._live = live
         self._staging = staging
-        self._store = RedisBoardStore(client)
+        self._store = RedisBoardStore(client, sort_members=True)
         # The staging namespace is dropped first and this run is its only writer.
         self._planner = BoardPlanner(
             staging,

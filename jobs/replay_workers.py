@@ -86,7 +86,7 @@ def replay_part(
             changes=False,
             fresh=True,
         )
-    store = RedisBoardStore(client)
+    store = RedisBoardStore(client, sort_members=True)
     plan = part.plan
 
     def keep(rec: Accepted) -> bool:

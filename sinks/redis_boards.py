@@ -150,7 +150,19 @@ def refused_at(answer: int) -> int | None:
     return None if answer >= 0 else -2 - answer
 
 
-def _encode(write: GroupWrite) -> tuple[list[str], list[Any]]:
+def _score_of(member: tuple[str, int]) -> int:
+    return member[1]
+
+
+def _encode(write: GroupWrite, sort_members: bool = False) -> tuple[list[str], list[Any]]:
+    """The script's keys and arguments for one group write (layout: ``APPLY_GROUP``).
+
+    ``sort_members`` sends each board's members in ascending score: Redis then
+    inserts neighbours one after another into its skip list, which costs it
+    less than scattered inserts when the board is large (``bench.redis_floor``:
+    ZADD of 10M members per board, about a sixth less Redis CPU). The set
+    written is the same either way: one value per member, order-free.
+    """
     keys: list[str] = [write.keys.watermarks, write.keys.stats, write.keys.boards]
     index: dict[str, int] = {}
 
@@ -165,7 +177,8 @@ def _encode(write: GroupWrite) -> tuple[list[str], list[Any]]:
     args: list[Any] = [field_name, offset, write.expected, len(write.zadd)]
     for key, members in write.zadd.items():
         args += [key_index(key), len(members)]
-        for member, score in members.items():
+        pairs = sorted(members.items(), key=_score_of) if sort_members else members.items()
+        for member, score in pairs:
             args += [score, member]
     args.append(len(write.zrem))
     for key, players in write.zrem.items():
@@ -248,10 +261,17 @@ class RedisBoardStore:
     """
 
     def __init__(
-        self, client: Any, retry: Backoff = NO_RETRY, stopping: Callable[[], bool] = lambda: False
+        self,
+        client: Any,
+        retry: Backoff = NO_RETRY,
+        stopping: Callable[[], bool] = lambda: False,
+        *,
+        sort_members: bool = False,
     ) -> None:
+        """``sort_members``: send each board's members in score order (replays; see ``_encode``)."""
         self._client = client
         self._retry = retry
+        self._sort = sort_members
         self._stopping = stopping
         self._cluster = isinstance(client, RedisCluster)
         # Standalone: commands packed by hiredis on one connection (sinks.wire);
@@ -352,7 +372,7 @@ class RedisBoardStore:
         groups = [write for plan in plans for write in plan.groups]
         if not groups:
             return []
-        self._inflight = [_encode(write) for write in groups]
+        self._inflight = [_encode(write, self._sort) for write in groups]
         self._inflight_sent = False
         try:
             self._wire.send(self._wire.evals(APPLY_GROUP, self._inflight))
@@ -467,7 +487,7 @@ class RedisBoardStore:
             return []
         if self._inflight is not None:
             raise RuntimeError("writes are in flight: exchange() or drain() them first")
-        encoded = [_encode(write) for write in groups]
+        encoded = [_encode(write, self._sort) for write in groups]
         if self._cluster:
             return list(
                 self._round_trip("Redis Cluster write", lambda: self._apply_cluster(encoded))
