@@ -23,7 +23,7 @@ change a board and cost no Redis write at all.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, NamedTuple, TypeVar
 
@@ -276,6 +276,8 @@ class BoardPlanner:
         self._registered: dict[str, set[str]] = {}
         self._boards: dict[tuple[str, str, str], _Board] = {}
         self._keys: dict[str, GroupKeys] = {}
+        #: Batches looked up and not yet planned, by id: (the batch, its groups).
+        self._grouped: dict[int, tuple[CheckedBatch, list[_Group]]] = {}
 
     # -- phase 1 ---------------------------------------------------------------
 
@@ -285,7 +287,12 @@ class BoardPlanner:
         field_name = watermark_field(batch.topic, batch.partition)
         horizon = self._horizon_ms
         fresh = self._fresh
-        for group in self._groups(batch):
+        groups = self._groups(batch)
+        # plan() of the same batch groups it the same way: keep the grouping for it.
+        if len(self._grouped) > 64:
+            self._grouped.clear()  # batches looked up but never planned (a failed round)
+        self._grouped[id(batch)] = (batch, groups)
+        for group in groups:
             keys = group.keys
             tag = keys.tag
             if (keys.watermarks, field_name) not in self._watermarks:
@@ -392,7 +399,9 @@ class BoardPlanner:
 
         plan = WritePlan(partition=batch.partition)
         reads = _Reads(wm_read, seen_read, scores_read, registries_read, counts_read)
-        for group in self._groups(batch):
+        grouped = self._grouped.pop(id(batch), None)
+        groups = grouped[1] if grouped is not None and grouped[0] is batch else self._groups(batch)
+        for group in groups:
             write = self._plan_group(group, batch, field_name, reads, plan)
             if write is not None:
                 plan.groups.append(write)
@@ -440,6 +449,8 @@ class BoardPlanner:
         last_bucket: int | None = None
         sources: tuple[dict[str, int], ...] = ()
         ids: dict[str, int] = {}
+        boards: dict[str, _Board] = {}
+        retracted = False
 
         def values_of(player: str) -> tuple[dict[str, int | None], dict[str, int | None]]:
             mine = working.get(player)
@@ -462,11 +473,20 @@ class BoardPlanner:
                 bucket_key = keys.seen(bucket)
                 ids = write.seen.setdefault(bucket_key, {})
                 near = (keys.seen(bucket - 1), keys.seen(bucket + 1))
+                # Only the dicts that hold something: a neighbour's write dict that is
+                # empty now can only fill with a record of that bucket, and returning
+                # to this one rebuilds the sources. ``ids`` itself fills as we go.
                 sources = (
                     ids,
-                    seen_read.get(bucket_key, {}),
-                    *(write.seen.get(key, {}) for key in near),
-                    *(seen_read.get(key, {}) for key in near),
+                    *(
+                        got
+                        for got in (
+                            seen_read.get(bucket_key),
+                            *(write.seen.get(key) for key in near),
+                            *(seen_read.get(key) for key in near),
+                        )
+                        if got
+                    ),
                 )
             if _seen_within(sources, event_id, record_ts, horizon):
                 duplicates += 1
@@ -479,6 +499,7 @@ class BoardPlanner:
                 # Counted as applied whether or not the player was on a board:
                 # knowing would cost a read, and counts must not depend on the cache.
                 changed = True
+                retracted = True
                 for window_id in sorted(registry):
                     if window_id not in mine:
                         board_key = keys.board(window_id)
@@ -498,7 +519,10 @@ class BoardPlanner:
                 ts = event.ts_ms
                 capped = False
                 for window in rec.windows:
-                    board = self._board(keys, rec, window)
+                    # One game per group, so a window id names one board here.
+                    board = boards.get(window.id)
+                    if board is None:
+                        board = boards[window.id] = self._board(keys, rec, window)
                     if board.tournament is not None:
                         if not tally.attempt(board, player):
                             continue  # refused (counted): this board only, not the others
@@ -511,8 +535,8 @@ class BoardPlanner:
                         touched.add(window_id)
                         registry.add(window_id)
                         write.new_windows.append(window_id)
-                    if board.expire_at_s is not None:
-                        write.expire_at_s[board.key] = board.expire_at_s
+                        if board.expire_at_s is not None:
+                            write.expire_at_s[board.key] = board.expire_at_s
                     if window_id in mine:
                         current = mine[window_id]
                     else:
@@ -553,17 +577,25 @@ class BoardPlanner:
 
         write.stats = {APPLIED: applied, NOOP: noop, DUPLICATE: duplicates, SATURATED: saturated}
         tally.emit(write, plan)
+        board_keys: dict[str, str] = {}
+        cache_updates = plan.cache_updates
         for player, mine in working.items():
             before = initial[player]
             for window_id, value in mine.items():
                 if value == before.get(window_id, _UNKNOWN) and window_id in before:
                     continue
-                board_key = keys.board(window_id)
+                target = board_keys.get(window_id)
+                if target is None:
+                    target = board_keys[window_id] = keys.board(window_id)
                 if value is None:
-                    write.zrem.setdefault(board_key, []).append(player)
+                    write.zrem.setdefault(target, []).append(player)
                 else:
-                    write.zadd.setdefault(board_key, {})[player] = value
-            plan.cache_updates[(tag, player)] = {w: v for w, v in mine.items() if v != _UNKNOWN}
+                    write.zadd.setdefault(target, {})[player] = value
+            # Only a RETRACT leaves values it never read (_UNKNOWN); without one
+            # the working dict, this batch's own, is the cache's new entry as is.
+            cache_updates[(tag, player)] = (
+                {w: v for w, v in mine.items() if v != _UNKNOWN} if retracted else mine
+            )
         if self._changes:
             write.changes = group_changes(group.records[0].game, initial, working)
         last = fresh[-1].offset
@@ -645,7 +677,7 @@ class BoardPlanner:
 
     # -- helpers ---------------------------------------------------------------
 
-    def _groups(self, batch: CheckedBatch) -> Iterable[_Group]:
+    def _groups(self, batch: CheckedBatch) -> list[_Group]:
         groups: dict[str, _Group] = {}
         for rec in batch.accepted:
             tag = group_tag(rec)
@@ -656,7 +688,7 @@ class BoardPlanner:
                     keys = self._keys[tag] = GroupKeys(self._namespace, tag)
                 group = groups[tag] = _Group(keys, [])
             group.records.append(rec)
-        return groups.values()
+        return list(groups.values())
 
     def _board(self, keys: GroupKeys, rec: Accepted, window: Window) -> _Board:
         spec_key = (keys.tag, rec.event.game_id, window.id)
