@@ -15,6 +15,7 @@ Usage (the services up: ``.venv/bin/lb up``)::
 
     .venv/bin/python -m bench.redis_floor                      # 1M and 10M players
     .venv/bin/python -m bench.redis_floor --players 1000000 --order random sorted
+    .venv/bin/python -m bench.redis_floor --players 10000000 --scores rebuild --order random
 
 Progress on stderr, a JSON summary on stdout; writes no doc section
 (docs/BENCHMARKS.md quotes it with this command). Its keys live in a
@@ -31,10 +32,14 @@ import uuid
 from typing import Any
 
 from bench.common import Scratch, base_settings, emit, log, machine
+from domain.games import GameConfig
+from domain.windows import Window, WindowKind
 
 #: Members per ZADD, and ZADDs per pipelined round trip.
 CHUNK = 5_000
 PER_TRIP = 10
+#: ``bench.rebuild`` spreads its event times over the hour before it starts.
+SPREAD_MS = 3_600_000
 
 
 def _redis_cpu_s(client: Any) -> float:
@@ -48,15 +53,38 @@ def _redis_cpu_s(client: Any) -> float:
     return float(stats.get("usec", 0)) / 1e6
 
 
-def _members(players: int, seed: int, order: str) -> list[tuple[str, int]]:
-    """Every (player, score), in the insert order asked for.
+def _rebuild_values(players: int, seed: int) -> list[int]:
+    """The all-time board values of ``bench.rebuild``'s input, in its log order.
+
+    The same scores (log-normal, the same seed) and event times (spread over an
+    hour), packed by the built-in game's codec as the job packs them: clustered,
+    tied scores with a time tie-break, not uniform numbers.
+    """
+    rng = random.Random(seed)
+    codec = GameConfig().codec(Window(WindowKind.ALLTIME, "alltime", None, None))
+    start_ms = int(time.time() * 1000) - SPREAD_MS
+    return [
+        codec.encode(
+            min(9_999_999, int(rng.lognormvariate(7.0, 1.5))), start_ms + i * SPREAD_MS // players
+        )
+        for i in range(players)
+    ]
+
+
+def _members(players: int, seed: int, order: str, scores: str = "uniform") -> list[tuple[str, int]]:
+    """Every (player, value), in the insert order asked for.
 
     ``random``: as drawn; ``chunk-sorted``: ascending within each ``ZADD`` (what a
     writer that sorts each call's members sends); ``sorted``: ascending overall (a
-    replay that could order the whole log first).
+    replay that could order the whole log first). ``scores``: ``uniform`` values
+    below 2**50, or ``rebuild``: what ``bench.rebuild``'s input puts on a board.
     """
-    rng = random.Random(seed)
-    members = [(f"p{i:08d}", rng.randrange(1, 2**50)) for i in range(players)]
+    if scores == "rebuild":
+        values = _rebuild_values(players, seed)
+    else:
+        rng = random.Random(seed)
+        values = [rng.randrange(1, 2**50) for _ in range(players)]
+    members = [(f"p{i:08d}", value) for i, value in enumerate(values)]
     if order == "sorted":
         members.sort(key=lambda m: m[1])
     elif order == "chunk-sorted":
@@ -68,10 +96,15 @@ def _members(players: int, seed: int, order: str) -> list[tuple[str, int]]:
 
 
 def fill(
-    client: Any, keys: list[str], players: int, seed: int, order: str = "random"
+    client: Any,
+    keys: list[str],
+    players: int,
+    seed: int,
+    order: str = "random",
+    scores: str = "uniform",
 ) -> dict[str, float]:
     """Every player into every key, in ``order`` of score; Redis CPU and wall seconds."""
-    members = _members(players, seed, order)
+    members = _members(players, seed, order, scores)
     cpu0, wall0 = _redis_cpu_s(client), time.perf_counter()
     step = max(CHUNK * PER_TRIP, players // 10)
     for first in range(0, players, CHUNK * PER_TRIP):
@@ -103,6 +136,13 @@ def main(argv: list[str] | None = None) -> int:
         help="insert order of scores: as a replay meets them, ascending within each ZADD, "
         "or ascending overall (default random)",
     )
+    parser.add_argument(
+        "--scores",
+        choices=("uniform", "rebuild"),
+        default="uniform",
+        help="uniform values below 2**50, or the values bench.rebuild's input puts on a "
+        "board (log-normal scores, ties broken by time; default uniform)",
+    )
     args = parser.parse_args(argv)
     if min(args.players) <= 0 or args.boards <= 0:
         parser.error("--players and --boards must be positive")
@@ -114,13 +154,14 @@ def main(argv: list[str] | None = None) -> int:
             for order in args.order:
                 keys = [f"{ns}:{{g}}:board{b}:{players}" for b in range(args.boards)]
                 log(f"{players:,} players into {args.boards} fresh sorted sets, {order} order")
-                got = fill(scratch.redis, keys, players, args.seed, order)
+                got = fill(scratch.redis, keys, players, args.seed, order, args.scores)
                 per = got["redis_cpu_s"] / players * 1e6
                 log(f"{players:,} {order}: Redis CPU {got['redis_cpu_s']} s ({per:.2f} us/player)")
                 sizes.append(
                     {
                         "players": players,
                         "order": order,
+                        "scores": args.scores,
                         **got,
                         "redis_cpu_us_per_player": round(per, 2),
                     }
