@@ -302,12 +302,14 @@ class BoardPlanner:
             counts: dict[str, list[str]] = {}
             retracts = False
             asked: set[tuple[str, str]] = set()
+            last_bucket: int | None = None
+            ids: list[str] = []
             for rec in group.records:
                 event = rec.event
                 bucket = rec.record_ts_ms // horizon
-                ids = buckets.get(bucket)
-                if ids is None:
-                    ids = buckets[bucket] = []
+                if bucket != last_bucket:
+                    last_bucket = bucket
+                    ids = buckets.setdefault(bucket, [])
                 ids.append(event.event_id)
                 if event.kind is EventKind.RETRACT:
                     retracts = True
@@ -452,15 +454,6 @@ class BoardPlanner:
         boards: dict[str, _Board] = {}
         retracted = False
 
-        def values_of(player: str) -> tuple[dict[str, int | None], dict[str, int | None]]:
-            mine = working.get(player)
-            if mine is None:
-                cached = entries.get((tag, player))
-                before: dict[str, int | None] = dict(cached) if cached is not None else {}
-                initial[player] = before
-                mine = working[player] = dict(before)
-            return mine, initial[player]
-
         for rec in fresh:
             event = rec.event
             event_id = event.event_id
@@ -493,7 +486,15 @@ class BoardPlanner:
                 continue
             ids[event_id] = record_ts
             player = event.player_id
-            mine, before = values_of(player)
+            # The player's values before the batch and as the batch goes.
+            mine = working.get(player)
+            if mine is None:
+                cached = entries.get((tag, player))
+                before = dict(cached) if cached is not None else {}
+                initial[player] = before
+                mine = working[player] = dict(before)
+            else:
+                before = initial[player]
             changed = False
             if event.kind is EventKind.RETRACT:
                 # Counted as applied whether or not the player was on a board:
@@ -856,7 +857,7 @@ def group_changes(
     Kept apart from the fold so live pushes add no work to its hot loop: it
     walks the same before/after values the zadd/zrem lists come from, once.
     """
-    codecs: dict[str, TieCodec] = {}
+    codecs: dict[str, tuple[TieCodec, int]] = {}
     out: list[Change] = []
     for player, mine in working.items():
         before = initial[player]
@@ -864,10 +865,11 @@ def group_changes(
             old = before.get(window_id, _UNKNOWN)
             if value == old and window_id in before:
                 continue
-            codec = codecs.get(window_id)
-            if codec is None:
-                codec = codecs[window_id] = game.codec(game.window(window_id))
-            size = codec.slots
+            known = codecs.get(window_id)
+            if known is None:
+                codec = game.codec(game.window(window_id))
+                known = codecs[window_id] = (codec, codec.slots)
+            codec, size = known
             out.append(
                 Change(
                     window_id,
