@@ -147,3 +147,17 @@ def test_workload_rows_name_the_worst_and_the_best_shape_by_two_processes() -> N
 
 def test_one_workload_alone_adds_no_comparison_rows() -> None:
     assert workload_rows([_shape("zipf", 1, 2, 3.0)]) == []
+
+
+def test_rebuild_rows_name_the_command_each_run_used() -> None:
+    runs = [
+        {"processes": 2, "seconds": 3.0, "players_per_s": 4, "mode": "replay"},
+        {"processes": 2, "seconds": 5.0, "players_per_s": 2, "mode": "offline"},
+        {"processes": 1, "seconds": 6.0, "players_per_s": 1},  # a summary from before modes
+    ]
+    rows = rebuild_rows({"sizes": [{"players": 10, "runs": runs}]})
+    assert [row[1].split(" of ")[0] for row in rows] == [
+        "`lb rebuild`",
+        "`lb rebuild --offline`",
+        "`lb rebuild --offline`",
+    ]
