@@ -38,6 +38,7 @@ from typing import Any
 
 import redis
 
+from api.ws_frames import text_frame
 from domain.errors import QueryError, ServiceError
 from domain.keys import GroupKeys, shard_tag
 from readers.async_boards import AsyncBoardReader
@@ -344,7 +345,7 @@ class SharedReads:
         self._async = reader
         self.reader = reader.sync
         self._reads: dict[tuple[Any, ...], tuple[int, asyncio.Future[Any]]] = {}
-        self._texts: dict[tuple[Any, ...], str] = {}
+        self._texts: dict[tuple[Any, ...], Outgoing] = {}
         self._windows: dict[tuple[str, str], tuple[int, str]] = {}
 
     async def _shared(
@@ -372,14 +373,14 @@ class SharedReads:
             found = self._windows[key] = (now_ms, self.reader.board(game, window, now_ms).window.id)
         return found[1]
 
-    def encode(self, key: tuple[Any, ...], message: Callable[[], dict[str, Any]]) -> str:
-        """A message's JSON text, made once for every subscriber sent the same message."""
-        text = self._texts.get(key)
-        if text is None:
+    def encode(self, key: tuple[Any, ...], message: Callable[[], dict[str, Any]]) -> Outgoing:
+        """A message, made once (text and frame) for every subscriber sent the same one."""
+        found = self._texts.get(key)
+        if found is None:
             if len(self._texts) > 1_000:
                 self._texts.clear()
-            text = self._texts[key] = json.dumps(message(), separators=(",", ":"))
-        return text
+            found = self._texts[key] = Outgoing(json.dumps(message(), separators=(",", ":")))
+        return found
 
     async def top(self, game: str, window_id: str, n: int, version: int) -> TopRead:
         async def read() -> TopRead:
@@ -422,14 +423,34 @@ class LiveQuery:
     interval_ms: int = 250
 
 
-#: ``send(type, id, json)``: deliver one message (its JSON text, which includes the
+class Outgoing:
+    """One message as sent: its JSON text, and its WebSocket frame once one is asked for.
+
+    A page pushed to every subscriber of a watch is one ``Outgoing``, so its
+    frame is serialised once, not once per subscriber (:mod:`api.ws_frames`).
+    """
+
+    __slots__ = ("_frame", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._frame: bytes | None = None
+
+    @property
+    def frame(self) -> bytes:
+        if self._frame is None:
+            self._frame = text_frame(self.text)
+        return self._frame
+
+
+#: ``send(type, id, message)``: deliver one message (its JSON text includes the
 #: ``id``, the stream position it reflects; the type and id again for SSE framing).
-Send = Callable[[str, str, str], Awaitable[None]]
+Send = Callable[[str, str, Outgoing], Awaitable[None]]
 
 
-def message_text(kind: str, position: str, body: dict[str, Any]) -> str:
-    """The JSON text of one message: its type, its position, then the body."""
-    return json.dumps({"type": kind, "id": position, **body}, separators=(",", ":"))
+def outgoing(kind: str, position: str, body: dict[str, Any]) -> Outgoing:
+    """One message: its type, its position, then the body, as JSON."""
+    return Outgoing(json.dumps({"type": kind, "id": position, **body}, separators=(",", ":")))
 
 
 class Subscription:
@@ -500,7 +521,7 @@ class Subscription:
                 replayed = await self._replay(resume)
                 if replayed is None:
                     gap = {"lastEventId": last_event_id}
-                    await send("gap", self.position, message_text("gap", self.position, gap))
+                    await send("gap", self.position, outgoing("gap", self.position, gap))
                 else:
                     missed = self._relevant(replayed)
             await self._push(send, missed, first=True)
@@ -588,7 +609,7 @@ class Subscription:
             self._shown, self._floor = read.shown, read.floor
             # Subscribers of one watch usually send the very same message: encode it once.
             key = (id(read), position, *top)
-            text = self._reads.encode(
+            message = self._reads.encode(
                 key,
                 lambda: {
                     "type": "top",
@@ -597,13 +618,13 @@ class Subscription:
                     "changes": [c.wire(ranks.get(c.player)) for c in top],
                 },
             )
-            await send("top", position, text)
+            await send("top", position, message)
         player = query.player_id
         if player is not None and (first or any(self._moves(c, player) for c in mine)):
             rank = dict(await self._reads.rank(query.game_id, player, window_id, version))
             if first or rank != self._rank:
                 self._rank = rank
-                await send("rank", position, message_text("rank", position, rank))
+                await send("rank", position, outgoing("rank", position, rank))
 
     def _in_top(self, change: StreamChange) -> bool:
         """Whether a change may alter the top N.
