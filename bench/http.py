@@ -552,12 +552,20 @@ def push_latency(
         "clients": [clients.pid or 0],
     }
     before, started = cpu_by_role(roles), time.monotonic()
+    services_before = service_cpu()
     producer.thread.start()
     producer.thread.join()
     elapsed = time.monotonic() - started
     cores = {
         role: round((cpu - before[role]) / elapsed, 2) for role, cpu in cpu_by_role(roles).items()
     }
+    services = service_cpu()
+    # Per process, over those alive at both ends: one that exits meanwhile takes its
+    # whole past CPU with it, which a sum by name would subtract from the others'.
+    used = sum(
+        cpu - services_before[pid] for pid, cpu in services.items() if pid in services_before
+    )
+    cores["kafka+redis"] = round(used / elapsed, 2)
     arrivals, connected = results.recv()  # when the clients end
     clients.join()
     sent = producer.sent
@@ -614,8 +622,8 @@ def own_cpu_s() -> float:
 def cpu_by_role(roles: dict[str, list[int]]) -> dict[str, float]:
     """CPU seconds so far of each role's processes and their descendants.
 
-    Plus ``producer`` (this process alone), ``kafka+redis`` (by process name)
-    and ``machine`` (every core's busy time, from ``/proc/stat``).
+    Plus ``producer`` (this process alone) and ``machine`` (every core's busy
+    time, from ``/proc/stat``).
     """
     ticks = os.sysconf("SC_CLK_TCK")
     stats: dict[int, tuple[str, int, float]] = {}
@@ -635,10 +643,21 @@ def cpu_by_role(roles: dict[str, list[int]]) -> dict[str, float]:
 
     out = {role: sum(tree(pid) for pid in pids) for role, pids in roles.items()}
     out["producer"] = own_cpu_s()  # this process alone: its children are the other roles
-    out["kafka+redis"] = sum(cpu for name, _, cpu in stats.values() if name in OtherLoad.SERVICES)
     busy = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     out["machine"] = (sum(busy) - busy[3] - busy[4]) / ticks  # all but idle and iowait
     return out
+
+
+def service_cpu() -> dict[int, float]:
+    """CPU seconds so far of each Kafka and Redis process, by pid."""
+    stats = (
+        (int(entry.name), OtherLoad.stat(int(entry.name)))
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit()
+    )
+    return {
+        pid: stat[2] for pid, stat in stats if stat is not None and stat[0] in OtherLoad.SERVICES
+    }
 
 
 class OtherLoad:
