@@ -112,7 +112,10 @@ async def live(websocket: WebSocket, gameId: str) -> None:
                 await websocket.receive_text()
 
     try:
-        reason = await _until_either(subscription.run(send, params.lastEventId), disconnected())
+        write_now = (lambda message: frames.try_write(message.frame)) if frames else None
+        reason = await _until_either(
+            subscription.run(send, params.lastEventId, write_now), disconnected()
+        )
     except (TimeoutError, OSError, RuntimeError, WebSocketDisconnect):
         return  # stuck or gone: nothing more can be said on this socket
     if reason is not None:
