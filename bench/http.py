@@ -911,8 +911,16 @@ read goes to Redis.
 own topic, WebSocket subscribers on `/live?top=10&interval=50`,
 {fmt_int(first["rate_per_s"])} background events/s for {first["seconds"]} s per row plus a
 rank-1 probe every {int(PROBE_EVERY_S * 1000)} ms; latency from producing a probe to a
-subscriber receiving a page led by it, over every (probe, subscriber) pair delivered (a
-subscriber may skip a probe when the next one beat it to its next page). The job's part
+subscriber receiving a page that shows it, over every (probe, subscriber) pair: the first
+page led by that probe or a later one (which outranks it, so the page already reflects
+it). A subscriber that fell behind and skipped a probe's own page counts at the page that
+caught up; "deliveries" counts the pairs that saw their probe at all. `interval=50` is the
+smallest a subscriber may ask for; probes come every {int(PROBE_EVERY_S * 1000)} ms, so a
+subscriber that keeps up is never throttled, while the default 250 ms would add up to
+250 ms of deliberate wait (a change after a quiet interval goes at once, later ones at
+its end). The clients are the `websockets` library's Sans-I/O client on bare uvloop
+transports in one process of their own; a page's arrival is when its bytes are parsed off
+the socket. The job's part
 ends when Redis appended the probe's change to the stream (the entry id's milliseconds; the
 board is written in the same atomic call); the server's part is the rest, clients included.
 Goal: p99 <= {GOAL_PUSH_P99_MS:g} ms at {GOAL_PUSH_SUBSCRIBERS:,} subscribers and
@@ -946,22 +954,21 @@ Goal: p99 <= {GOAL_PUSH_P99_MS:g} ms at {GOAL_PUSH_SUBSCRIBERS:,} subscribers an
   events/s on 1 worker, {fmt_int(_get(multi, "intake", "requests_per_s"))} on {workers}
   (two producers, two processes and `wrk` on two cores). `linger.ms` stays 1: 0 and 5
   both gave fewer acknowledged events/s in a side-by-side trial.
-- **Pushes.** The hub reads a watch's page once, before waking its subscribers, so each
-  subscriber's push is a wake-up, an encode lookup and one WebSocket frame written (no
-  per-subscriber compression: `permessage-deflate` is off); the new server delivers
-  {fmt_int(first["deliveries"])} pages where the one before managed
-  {fmt_int(before_push.get("deliveries"))} in the same run. At {first["subscribers"]:,}
-  subscribers the job's part is p50
+- **Pushes.** The hub reads a watch's page once, frames it once (the `websockets`
+  library's serialisation; no `permessage-deflate`) and, for every subscriber whose task
+  is idle and whose interval has passed, writes that frame to its connection itself: no
+  task wake-up, ASGI message or deadline timer per subscriber (`api/ws_frames.py`,
+  `Subscription.push_now`). Anything that must wait (a throttled push, a full socket
+  buffer, a rank, SSE) still goes through the subscriber's own task. At
+  {first["subscribers"]:,} subscribers the job's part is p50
   {_ms(first.get("job_p50_ms"))} / p99 {_ms(first.get("job_p99_ms"))} (its micro-batch closes
   {summary.get("batch_ms", 50)} ms after its first record; then decoding, verification and
-  planning in Python) and the server's part, clients included, p50
+  planning) and the server's part, clients included, p50
   {_ms(first.get("fanout_p50_ms"))} / p99 {_ms(first.get("fanout_p99_ms"))}; end to end p99
-  {_ms(first.get("p99_ms"))} against {_ms(before_push.get("p99_ms"))} before: twice the pages
-  for the same clients and cores is more to queue for, so the tail at this load is not
-  better than before, while at fewer subscribers the machine has room and it is. While the probes
+  {_ms(first.get("p99_ms"))} against {_ms(before_push.get("p99_ms"))} before. While the probes
   were produced the parts used these cores: {_cores(first.get("cores"))}, in the order of the
   table's last column: the load generator itself ({fmt_int(first["rate_per_s"])} signed
-  events/s and {first["subscribers"]:,} clients, in Python) takes its share of the
+  events/s and {first["subscribers"]:,} clients) takes its share of the
   {summary["machine"]["nproc"]} cores, and every part queues for what is left. The job's
   batch interval is the job's setting and was not changed here.
 """
