@@ -38,7 +38,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
@@ -61,9 +61,13 @@ MAX_DUE = 1000
 SEND_TIMEOUT_S = 5.0
 
 
-@dataclass(frozen=True, slots=True)
-class StreamChange:
-    """One member's change as the job wrote it (scores decoded; None = not on the board)."""
+class StreamChange(NamedTuple):
+    """One member's change as the job wrote it (scores decoded; None = not on the board).
+
+    A tuple, not a dataclass: the hub makes one for every change of every
+    entry (thousands a second, most of them never pushed), and a tuple is
+    made and hashed in C.
+    """
 
     window: str
     player: str
@@ -75,14 +79,15 @@ class StreamChange:
         return {"playerId": self.player, "old": self.old, "new": self.new, "rank": rank}
 
 
-def _number(text: str) -> int | None:
-    return int(text) if text else None
-
-
 def parse_entry(fields: dict[Any, Any]) -> list[StreamChange]:
     """The changes of one stream entry (field ``c``: a JSON list written by the job)."""
     raw = fields.get(b"c", fields.get("c", b"[]"))
-    return [StreamChange(c["w"], c["p"], _number(c["o"]), _number(c["n"])) for c in json.loads(raw)]
+    return [
+        StreamChange(
+            c["w"], c["p"], int(c["o"]) if c["o"] else None, int(c["n"]) if c["n"] else None
+        )
+        for c in json.loads(raw)
+    ]
 
 
 def stream_id(text: str) -> tuple[int, int]:
