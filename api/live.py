@@ -18,7 +18,11 @@ so a pushed page is exactly what a ``GET`` would have answered. The hub reads
 a watched page before it wakes the page's subscribers, so a fan-out to a
 thousand of them costs a thousand wake-ups and socket writes, not a thousand
 waits for one read; listeners (the page cache of :mod:`api.pages`) are told
-of every entry before that read.
+of every entry before that read. A top-N subscriber whose task is idle and
+whose interval has passed is not even woken: the hub makes its push itself
+(:meth:`Subscription.push_now`), writing the page's one shared frame
+(:mod:`api.ws_frames`) to its connection, and wakes the task only for what
+must wait (a throttled push, a full socket buffer, a rank, SSE).
 
 Positions are stream ids. A subscription's ``id`` lists one per stream of
 the game (one, or one per shard), joined by ``,``; reconnecting with it
@@ -34,10 +38,11 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
+from api.ws_frames import text_frame
 from domain.errors import QueryError, ServiceError
 from domain.keys import GroupKeys, shard_tag
 from readers.async_boards import AsyncBoardReader
@@ -56,9 +61,13 @@ MAX_DUE = 1000
 SEND_TIMEOUT_S = 5.0
 
 
-@dataclass(frozen=True, slots=True)
-class StreamChange:
-    """One member's change as the job wrote it (scores decoded; None = not on the board)."""
+class StreamChange(NamedTuple):
+    """One member's change as the job wrote it (scores decoded; None = not on the board).
+
+    A tuple, not a dataclass: the hub makes one for every change of every
+    entry (thousands a second, most of them never pushed), and a tuple is
+    made and hashed in C.
+    """
 
     window: str
     player: str
@@ -70,14 +79,15 @@ class StreamChange:
         return {"playerId": self.player, "old": self.old, "new": self.new, "rank": rank}
 
 
-def _number(text: str) -> int | None:
-    return int(text) if text else None
-
-
 def parse_entry(fields: dict[Any, Any]) -> list[StreamChange]:
     """The changes of one stream entry (field ``c``: a JSON list written by the job)."""
     raw = fields.get(b"c", fields.get("c", b"[]"))
-    return [StreamChange(c["w"], c["p"], _number(c["o"]), _number(c["n"])) for c in json.loads(raw)]
+    return [
+        StreamChange(
+            c["w"], c["p"], int(c["o"]) if c["o"] else None, int(c["n"]) if c["n"] else None
+        )
+        for c in json.loads(raw)
+    ]
 
 
 def stream_id(text: str) -> tuple[int, int]:
@@ -114,6 +124,9 @@ class Subscriber:
     #: awaits it once per watch before offering changes that ``select_top`` kept,
     #: so the subscribers it wakes find the page read instead of waiting for it.
     prepare: Callable[[], Awaitable[Any]] | None = None
+    #: Pushes what was just offered at once, from the hub's loop, when it can
+    #: (:meth:`Subscription.push_now`); False: the hub wakes the subscriber instead.
+    direct: Callable[[], bool] | None = None
     due: list[StreamChange] = field(default_factory=list)
     offered: int = 0
     wake: asyncio.Event = field(default_factory=asyncio.Event)
@@ -121,14 +134,21 @@ class Subscriber:
     dropped: str | None = None
 
     def offer(self, changes: list[StreamChange]) -> bool:
-        """Queue one entry's relevant changes; False (and dropped) when too far behind."""
+        """Queue one entry's relevant changes; False (and dropped) when too far behind.
+
+        The hub wakes the subscriber (:meth:`notify`) once its whole chunk is offered.
+        """
         if self.offered >= MAX_PENDING:
             self.drop(f"too slow: more than {MAX_PENDING} stream entries waiting")
             return False
         self.offered += 1
         self.due += changes
-        self.wake.set()
         return True
+
+    def notify(self) -> None:
+        """After offers: push them at once if :attr:`direct` can, else wake the subscriber."""
+        if self.dropped is None and not (self.direct is not None and self.direct()):
+            self.wake.set()
 
     def take(self) -> list[StreamChange] | None:
         """What was queued since the last take; None when nothing was."""
@@ -158,7 +178,8 @@ class _Feed:
     listeners: list[Listener] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
 
-    def deliver(self, changes: list[StreamChange]) -> None:
+    def deliver(self, changes: list[StreamChange], offered: dict[Subscriber, None]) -> None:
+        """Offer one entry's changes; ``offered`` collects who to notify after the chunk."""
         for watch in list(self.watches.values()):
             if not watch:
                 continue
@@ -166,7 +187,11 @@ class _Feed:
             for subscriber in list(watch):
                 own = subscriber.select_own(changes) if subscriber.select_own else []
                 mine = shared + own if own else shared
-                if mine and not subscriber.offer(mine):
+                if not mine:
+                    continue
+                if subscriber.offer(mine):
+                    offered[subscriber] = None
+                else:
                     watch.discard(subscriber)
 
 
@@ -265,9 +290,12 @@ class ChangeHub:
                 await self._prepare(feed, batch)
                 # The position moves with the offers, in one step without awaiting:
                 # a subscriber's position never covers an entry it was not offered.
+                offered: dict[Subscriber, None] = {}
                 for entry_id, changes in batch:
                     feed.last_id = entry_id
-                    feed.deliver(changes)
+                    feed.deliver(changes, offered)
+                for subscriber in offered:
+                    subscriber.notify()
                 # Let subscribers take what they were offered before the next chunk
                 # (a burst, e.g. the stream a rebuild swaps in, must not look like lag).
                 await asyncio.sleep(0)
@@ -344,7 +372,7 @@ class SharedReads:
         self._async = reader
         self.reader = reader.sync
         self._reads: dict[tuple[Any, ...], tuple[int, asyncio.Future[Any]]] = {}
-        self._texts: dict[tuple[Any, ...], str] = {}
+        self._texts: dict[tuple[Any, ...], Outgoing] = {}
         self._windows: dict[tuple[str, str], tuple[int, str]] = {}
 
     async def _shared(
@@ -372,14 +400,22 @@ class SharedReads:
             found = self._windows[key] = (now_ms, self.reader.board(game, window, now_ms).window.id)
         return found[1]
 
-    def encode(self, key: tuple[Any, ...], message: Callable[[], dict[str, Any]]) -> str:
-        """A message's JSON text, made once for every subscriber sent the same message."""
-        text = self._texts.get(key)
-        if text is None:
+    def encode(self, key: tuple[Any, ...], message: Callable[[], dict[str, Any]]) -> Outgoing:
+        """A message, made once (text and frame) for every subscriber sent the same one."""
+        found = self._texts.get(key)
+        if found is None:
             if len(self._texts) > 1_000:
                 self._texts.clear()
-            text = self._texts[key] = json.dumps(message(), separators=(",", ":"))
-        return text
+            found = self._texts[key] = Outgoing(json.dumps(message(), separators=(",", ":")))
+        return found
+
+    def peek_top(self, game: str, window_id: str, n: int, version: int) -> TopRead | None:
+        """The page :meth:`top` would answer at once (read at ``version`` or later), or None."""
+        found = self._reads.get(("top", game, window_id, n))
+        if found is None or found[0] < version or not found[1].done() or _failed(found[1]):
+            return None
+        read: TopRead = found[1].result()
+        return read
 
     async def top(self, game: str, window_id: str, n: int, version: int) -> TopRead:
         async def read() -> TopRead:
@@ -422,14 +458,37 @@ class LiveQuery:
     interval_ms: int = 250
 
 
-#: ``send(type, id, json)``: deliver one message (its JSON text, which includes the
+class Outgoing:
+    """One message as sent: its JSON text, and its WebSocket frame once one is asked for.
+
+    A page pushed to every subscriber of a watch is one ``Outgoing``, so its
+    frame is serialised once, not once per subscriber (:mod:`api.ws_frames`).
+    """
+
+    __slots__ = ("_frame", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._frame: bytes | None = None
+
+    @property
+    def frame(self) -> bytes:
+        if self._frame is None:
+            self._frame = text_frame(self.text)
+        return self._frame
+
+
+#: ``send(type, id, message)``: deliver one message (its JSON text includes the
 #: ``id``, the stream position it reflects; the type and id again for SSE framing).
-Send = Callable[[str, str, str], Awaitable[None]]
+Send = Callable[[str, str, Outgoing], Awaitable[None]]
+#: ``write_now(message)``: write one message at once if the connection takes it
+#: without waiting; False (nothing written) otherwise; OSError once it is closing.
+WriteNow = Callable[[Outgoing], bool]
 
 
-def message_text(kind: str, position: str, body: dict[str, Any]) -> str:
-    """The JSON text of one message: its type, its position, then the body."""
-    return json.dumps({"type": kind, "id": position, **body}, separators=(",", ":"))
+def outgoing(kind: str, position: str, body: dict[str, Any]) -> Outgoing:
+    """One message: its type, its position, then the body, as JSON."""
+    return Outgoing(json.dumps({"type": kind, "id": position, **body}, separators=(",", ":")))
 
 
 class Subscription:
@@ -462,12 +521,19 @@ class Subscription:
         #: Lowest-wins boards: a change reaches the page at or *below* its last score.
         self._ascending = config.ascending
         self._rank: dict[str, Any] | None = None
+        #: When the last push went out, and how long until the next may (throttle).
+        self._last = 0.0
+        self._interval = query.interval_ms / 1000
+        #: True while the task waits with nothing due: only then may the hub push for it.
+        self._idle = False
+        self._write_now: WriteNow | None = None
         self.subscriber = Subscriber(
             self.keys,
             watch=(query.game_id, query.window, query.top),
             select_top=self._select_top,
             select_own=self._select_own if query.player_id is not None else None,
             prepare=self._prepare if query.top else None,
+            direct=self.push_now if query.top and query.player_id is None else None,
         )
 
     def _prepare(self) -> Awaitable[TopRead]:
@@ -489,9 +555,16 @@ class Subscription:
     def position(self) -> str:
         return ",".join(self._positions[key] for key in self.keys)
 
-    async def run(self, send: Send, last_event_id: str | None = None) -> str:
-        """Serve until dropped; returns the reason (the caller closes the connection)."""
+    async def run(
+        self, send: Send, last_event_id: str | None = None, write_now: WriteNow | None = None
+    ) -> str:
+        """Serve until dropped; returns the reason (the caller closes the connection).
+
+        With ``write_now`` the hub may push a top page for this subscriber itself
+        (:meth:`push_now`); every other message goes through ``send``.
+        """
         resume = self.parse_position(last_event_id)
+        self._write_now = write_now
         sub = self.subscriber
         self._positions = await self._hub.attach(sub)
         try:
@@ -500,20 +573,23 @@ class Subscription:
                 replayed = await self._replay(resume)
                 if replayed is None:
                     gap = {"lastEventId": last_event_id}
-                    await send("gap", self.position, message_text("gap", self.position, gap))
+                    await send("gap", self.position, outgoing("gap", self.position, gap))
                 else:
                     missed = self._relevant(replayed)
             await self._push(send, missed, first=True)
-            last = time.monotonic()
-            interval = self._query.interval_ms / 1000
+            self._last = time.monotonic()
             due: list[StreamChange] = []  # relevant changes not pushed yet
             dirty = False
             while True:
                 # Taken at every wake-up, throttled or not: only a subscriber stuck
                 # in a send (a client not reading) lets its queue grow.
-                wait = max(0.0, last + interval - time.monotonic()) if dirty else None
+                wait = max(0.0, self._last + self._interval - time.monotonic()) if dirty else None
                 if wait is None:
-                    await sub.wake.wait()
+                    self._idle = True
+                    try:
+                        await sub.wake.wait()
+                    finally:
+                        self._idle = False
                 elif wait > 0:
                     # asyncio.timeout, not wait_for: no extra task per wake-up.
                     with contextlib.suppress(TimeoutError):
@@ -526,11 +602,11 @@ class Subscription:
                 if taken is not None:
                     due = (due + taken)[-MAX_DUE:]
                     dirty = True
-                if dirty and time.monotonic() >= last + interval:
+                if dirty and time.monotonic() >= self._last + self._interval:
                     # Everything up to these positions was offered: the message covers it.
                     self._positions = self._hub.positions(self.keys)
                     await self._push(send, due, first=False)
-                    due, dirty, last = [], False, time.monotonic()
+                    due, dirty, self._last = [], False, time.monotonic()
         finally:
             self._hub.detach(sub)
 
@@ -584,26 +660,62 @@ class Subscription:
         top = [c for c in mine if self._in_top(c)] if query.top else []
         if query.top and (first or top):
             read = await self._reads.top(query.game_id, window_id, query.top, version)
-            page, ranks = read.page, read.ranks
             self._shown, self._floor = read.shown, read.floor
-            # Subscribers of one watch usually send the very same message: encode it once.
-            key = (id(read), position, *top)
-            text = self._reads.encode(
-                key,
-                lambda: {
-                    "type": "top",
-                    "id": position,
-                    **page,
-                    "changes": [c.wire(ranks.get(c.player)) for c in top],
-                },
-            )
-            await send("top", position, text)
+            await send("top", position, self._top_message(read, position, top))
         player = query.player_id
         if player is not None and (first or any(self._moves(c, player) for c in mine)):
             rank = dict(await self._reads.rank(query.game_id, player, window_id, version))
             if first or rank != self._rank:
                 self._rank = rank
-                await send("rank", position, message_text("rank", position, rank))
+                await send("rank", position, outgoing("rank", position, rank))
+
+    def push_now(self) -> bool:
+        """Push what the hub just offered, from the hub's loop; False: wake the task instead.
+
+        Only a top-N subscription whose task waits with nothing due, whose
+        interval has passed, whose page the hub has just read and whose
+        connection takes the frame without waiting: then this is the very
+        push the task would make (same message, positions and throttle), minus
+        the task's wake-up, which is most of a fan-out's cost per subscriber.
+        """
+        sub = self.subscriber
+        write = self._write_now
+        if write is None or not self._idle or sub.wake.is_set() or sub.dropped is not None:
+            return False
+        now = time.monotonic()
+        if now < self._last + self._interval:
+            return False
+        query = self._query
+        window_id = self._window_id()
+        read = self._reads.peek_top(query.game_id, window_id, query.top, self._hub.version)
+        if read is None:
+            return False
+        positions = self._hub.positions(self.keys)
+        top = [c for c in sub.due[-MAX_DUE:] if c.window == window_id and self._in_top(c)]
+        if top:
+            position = ",".join(positions[key] for key in self.keys)
+            try:
+                if not write(self._top_message(read, position, top)):
+                    return False  # a full socket buffer: the task waits for it
+            except OSError:
+                return False  # closing: the task's own send finds out and ends
+            self._shown, self._floor = read.shown, read.floor
+        sub.take()
+        self._positions, self._last = positions, now
+        return True
+
+    def _top_message(self, read: TopRead, position: str, top: list[StreamChange]) -> Outgoing:
+        """The ``top`` message of a page and its changes (made once per watch, shared)."""
+        page, ranks = read.page, read.ranks
+        return self._reads.encode(
+            (id(read), position, *top),
+            lambda: {
+                "type": "top",
+                "id": position,
+                **page,
+                "changes": [c.wire(ranks.get(c.player)) for c in top],
+            },
+        )
 
     def _in_top(self, change: StreamChange) -> bool:
         """Whether a change may alter the top N.

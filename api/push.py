@@ -23,8 +23,9 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect
 
 from api.errors import ApiError, describe_validation, error_body
-from api.live import SEND_TIMEOUT_S, LiveQuery, Subscription, message_text
+from api.live import SEND_TIMEOUT_S, LiveQuery, Outgoing, Subscription, outgoing
 from api.models import DEFAULT_WINDOW, Window, _Query, errors
+from api.ws_frames import EXTENSION, FrameWriter
 from domain.errors import LeaderboardError, QueryError
 
 router = APIRouter()
@@ -78,10 +79,18 @@ async def _until_either(first: Awaitable[Any], second: Awaitable[Any]) -> Any:
 async def live(websocket: WebSocket, gameId: str) -> None:
     """Top-N and rank pushes over a WebSocket (query as for ``/events``)."""
     await websocket.accept()
+    frames: FrameWriter | None = websocket.scope.get("extensions", {}).get(EXTENSION)
 
-    async def send(kind: str, position: str, text: str) -> None:
+    async def send(kind: str, position: str, message: Outgoing) -> None:
+        # The shared frame, written at once while the socket drains: no ASGI message,
+        # no framing and no deadline timer per subscriber (api/ws_frames.py).
+        if frames is not None and frames.try_write(message.frame):
+            return
         async with asyncio.timeout(SEND_TIMEOUT_S):  # cheaper than wait_for: no extra task
-            await websocket.send_text(text)
+            if frames is not None:
+                await frames.send(message.frame)
+            else:
+                await websocket.send_text(message.text)
 
     try:
         params = LiveParams.model_validate(dict(websocket.query_params))
@@ -103,13 +112,16 @@ async def live(websocket: WebSocket, gameId: str) -> None:
                 await websocket.receive_text()
 
     try:
-        reason = await _until_either(subscription.run(send, params.lastEventId), disconnected())
+        write_now = (lambda message: frames.try_write(message.frame)) if frames else None
+        reason = await _until_either(
+            subscription.run(send, params.lastEventId, write_now), disconnected()
+        )
     except (TimeoutError, OSError, RuntimeError, WebSocketDisconnect):
         return  # stuck or gone: nothing more can be said on this socket
     if reason is not None:
         with contextlib.suppress(Exception):
             position = subscription.position
-            dropped = message_text("dropped", position, {"reason": reason})
+            dropped = outgoing("dropped", position, {"reason": reason})
             await send("dropped", position, dropped)
             await websocket.close(CLOSE_TOO_SLOW, "too slow")
 
@@ -145,8 +157,8 @@ class EventStream(Response):
             async with asyncio.timeout(SEND_TIMEOUT_S):
                 await send(body)
 
-        async def event(kind: str, position: str, text: str) -> None:
-            await write(f"event: {kind}\nid: {position}\ndata: {text}\n\n")
+        async def event(kind: str, position: str, message: Outgoing) -> None:
+            await write(f"event: {kind}\nid: {position}\ndata: {message.text}\n\n")
 
         async def keepalive() -> None:
             while True:
@@ -165,9 +177,7 @@ class EventStream(Response):
             )
             if reason is not None:
                 position = subscription.position
-                await event(
-                    "dropped", position, message_text("dropped", position, {"reason": reason})
-                )
+                await event("dropped", position, outgoing("dropped", position, {"reason": reason}))
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except (TimeoutError, OSError):
             return  # the client stopped reading: the server closes the connection

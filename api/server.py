@@ -16,6 +16,7 @@ from typing import Any
 import uvicorn
 from uvicorn.supervisors import Multiprocess
 
+from api.ws_frames import SharedFrameProtocol
 from domain.errors import ConfigError, ServiceError
 
 DEFAULT_HOST = "127.0.0.1"
@@ -66,10 +67,11 @@ def url_of(sock: socket.socket) -> str:
 def make_config(app: Any, *, quiet: bool = False, workers: int = 1) -> uvicorn.Config:
     """The uvicorn settings for ``app`` (an ASGI app, or a factory's import string).
 
-    HTTP/1.1 keep-alive via httptools on uvloop, WebSockets via the
-    ``websockets`` library (whose sends wait for the socket to drain, so a
-    slow subscriber's send times out instead of buffering without bound),
-    without permessage-deflate: a push is one small JSON page sent to many
+    HTTP/1.1 keep-alive via httptools on uvloop, WebSockets via uvicorn's
+    Sans-I/O ``websockets`` protocol (whose sends wait for the socket to
+    drain, so a slow subscriber's send times out instead of buffering without
+    bound) with :mod:`api.ws_frames`' shared frames on top, and without
+    permessage-deflate: a push is one small JSON page sent to many
     subscribers, and compressing it once per subscriber cost more CPU than
     anything else in a fan-out (docs/BENCHMARKS.md, HTTP section).
     """
@@ -78,7 +80,7 @@ def make_config(app: Any, *, quiet: bool = False, workers: int = 1) -> uvicorn.C
         factory=isinstance(app, str),
         workers=workers,
         http="httptools",
-        ws="websockets-sansio",
+        ws=SharedFrameProtocol,
         ws_per_message_deflate=False,
         loop="uvloop",
         lifespan="on",

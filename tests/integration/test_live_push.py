@@ -201,3 +201,44 @@ def test_a_subscriber_that_stops_draining_is_dropped_and_others_are_not(
     stuck, draining, drained = asyncio.run(scenario())
     assert stuck is not None and "too slow" in stuck
     assert draining is None and drained == (MAX_PENDING // 100 + 5) * 100
+
+
+def test_top_pages_follow_every_change_and_respect_each_subscribers_interval(
+    live_job: Any, live_api: str, kafka_bootstrap: str, topic: str
+) -> None:
+    """Top-only subscribers are pushed by the hub itself (one shared frame) when
+    their task is idle and their interval has passed; a throttled one is not."""
+    with (
+        connect(ws_url(live_api, "top=3&interval=50"), open_timeout=30) as fast,
+        connect(ws_url(live_api, "top=3&interval=50"), open_timeout=30) as twin,
+        connect(ws_url(live_api, "top=3&interval=60000"), open_timeout=30) as slow,
+    ):
+        firsts = [receive(ws) for ws in (fast, twin, slow)]
+        assert all(m["type"] == "top" and m["entries"] == [] for m in firsts)
+
+        produce(kafka_bootstrap, topic, [best("p1", 10)])
+        page = until(
+            fast, lambda m: m["entries"][:1] == [{"rank": 1, "playerId": "p1", "score": 10}]
+        )
+        assert page["changes"] == [{"playerId": "p1", "old": None, "new": 10, "rank": 1}]
+        assert until(twin, lambda m: m["id"] == page["id"]) == page  # the same page, same bytes
+
+        produce(kafka_bootstrap, topic, [best("p2", 20)])
+        second = until(fast, lambda m: top_players(m)[:1] == [("p2", 20)])
+        assert top_players(second) == [("p2", 20), ("p1", 10)]
+        assert stream_id_of(second) > stream_id_of(page)
+        host, port = live_api.removeprefix("http://").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=20)
+        conn.request("GET", f"/v1/leaderboards/{GAME}/top?limit=3")
+        assert json.loads(conn.getresponse().read())["entries"] == second["entries"]
+        conn.close()
+
+        # The throttled subscriber's push was decided with the fast one's (same
+        # entries, same hub step), so a wrongly sent page would be waiting by now.
+        with pytest.raises(TimeoutError):
+            slow.recv(timeout=0.5)
+
+
+def stream_id_of(message: dict[str, Any]) -> tuple[int, int]:
+    ms, _, seq = message["id"].partition("-")
+    return int(ms), int(seq)
