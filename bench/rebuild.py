@@ -59,6 +59,7 @@ from bench.common import (
 )
 from bench.formatting import fmt_int, fmt_ratio, processes
 from config.settings import Settings
+from domain.keys import is_board_suffix
 from domain.signing import parse_keyring, signed_event
 from lb.commands.rebuild import staging_namespace
 from schemas.codec import ScoreEventCodec
@@ -186,7 +187,8 @@ def _rebuild(
 def _boards(client: Any, namespace: str) -> list[str]:
     prefix = f"{namespace}:{{{GAME}}}:"
     keys = [k.decode() for k in client.scan_iter(match=f"{prefix}*", count=1000)]
-    return sorted(k for k in keys if not k[len(prefix) :].startswith("meta:"))
+    # Boards only: not the metadata, nor the change stream the live flow writes.
+    return sorted(k for k in keys if is_board_suffix(k[len(prefix) :]))
 
 
 def _board_sizes(client: Any, boards: list[str], players: int) -> list[int]:
@@ -213,11 +215,11 @@ def _memory(client: Any, namespace: str, players: int, used_before: int) -> dict
         rest = key[len(prefix) :]
         if rest.startswith("meta:seen:"):
             by_kind["dedupe (meta:seen)"] += size
-        elif rest.startswith("meta:"):
-            by_kind["other metadata"] += size
-        else:
+        elif is_board_suffix(rest):
             by_kind["boards"] += size
             boards += 1
+        else:  # meta:* and the change stream
+            by_kind["other metadata"] += size
     used = int(client.info("memory")["used_memory"]) - used_before
     return {
         "bytes": by_kind,
