@@ -145,6 +145,10 @@ class Lookups:
     registries: list[str] = field(default_factory=list)
     #: Tournament counts (``HMGET``): players' attempts, partitions' seats taken.
     counts: list[tuple[str, list[str]]] = field(default_factory=list)
+    #: The batch's records by board group, as :meth:`BoardPlanner.lookups` grouped
+    #: them: :meth:`BoardPlanner.plan` of the same batch takes them instead of
+    #: grouping again. Not a read.
+    groups: list[_Group] | None = field(default=None, repr=False, compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.watermarks or self.seen or self.scores or self.registries or self.counts)
@@ -276,8 +280,6 @@ class BoardPlanner:
         self._registered: dict[str, set[str]] = {}
         self._boards: dict[tuple[str, str, str], _Board] = {}
         self._keys: dict[str, GroupKeys] = {}
-        #: Batches looked up and not yet planned, by id: (the batch, its groups).
-        self._grouped: dict[int, tuple[CheckedBatch, list[_Group]]] = {}
 
     # -- phase 1 ---------------------------------------------------------------
 
@@ -287,11 +289,7 @@ class BoardPlanner:
         field_name = watermark_field(batch.topic, batch.partition)
         horizon = self._horizon_ms
         fresh = self._fresh
-        groups = self._groups(batch)
-        # plan() of the same batch groups it the same way: keep the grouping for it.
-        if len(self._grouped) > 64:
-            self._grouped.clear()  # batches looked up but never planned (a failed round)
-        self._grouped[id(batch)] = (batch, groups)
+        groups = need.groups = self._groups(batch)
         for group in groups:
             keys = group.keys
             tag = keys.tag
@@ -401,8 +399,7 @@ class BoardPlanner:
 
         plan = WritePlan(partition=batch.partition)
         reads = _Reads(wm_read, seen_read, scores_read, registries_read, counts_read)
-        grouped = self._grouped.pop(id(batch), None)
-        groups = grouped[1] if grouped is not None and grouped[0] is batch else self._groups(batch)
+        groups = lookups.groups if lookups.groups is not None else self._groups(batch)
         for group in groups:
             write = self._plan_group(group, batch, field_name, reads, plan)
             if write is not None:

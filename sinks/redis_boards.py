@@ -34,6 +34,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 import redis
@@ -150,8 +151,8 @@ def refused_at(answer: int) -> int | None:
     return None if answer >= 0 else -2 - answer
 
 
-def _score_of(member: tuple[str, int]) -> int:
-    return member[1]
+#: A (member, score) pair's score: the sort key of ``_encode(sort_members=True)``.
+_SCORE = itemgetter(1)
 
 
 def _encode(write: GroupWrite, sort_members: bool = False) -> tuple[list[str], list[Any]]:
@@ -159,9 +160,10 @@ def _encode(write: GroupWrite, sort_members: bool = False) -> tuple[list[str], l
 
     ``sort_members`` sends each board's members in ascending score: Redis then
     inserts neighbours one after another into its skip list, which costs it
-    less than scattered inserts when the board is large (``bench.redis_floor``:
-    ZADD of 10M members per board, about a sixth less Redis CPU). The set
-    written is the same either way: one value per member, order-free.
+    less than scattered inserts when the board is large (``bench.redis_floor``,
+    10M members per board: a sixth to a third less Redis CPU in ``ZADD``,
+    docs/BENCHMARKS.md). The set written is the same either way: one value per
+    member, order-free.
     """
     keys: list[str] = [write.keys.watermarks, write.keys.stats, write.keys.boards]
     index: dict[str, int] = {}
@@ -177,7 +179,7 @@ def _encode(write: GroupWrite, sort_members: bool = False) -> tuple[list[str], l
     args: list[Any] = [field_name, offset, write.expected, len(write.zadd)]
     for key, members in write.zadd.items():
         args += [key_index(key), len(members)]
-        pairs = sorted(members.items(), key=_score_of) if sort_members else members.items()
+        pairs = sorted(members.items(), key=_SCORE) if sort_members else members.items()
         for member, score in pairs:
             args += [score, member]
     args.append(len(write.zrem))
