@@ -39,6 +39,7 @@ import itertools
 import random
 import sys
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -71,26 +72,35 @@ SAMPLE_S = 0.2
 SPREAD_MS = 3_600_000
 
 
+def player_scores(players: int, seed: int, start_ms: int) -> Iterator[tuple[int, int]]:
+    """Each player's (score, event time) of the input, in log order.
+
+    Log-normal scores (many ties) and times spread evenly over ``SPREAD_MS``
+    from ``start_ms``; ``bench.redis_floor --scores rebuild`` inserts the same.
+    """
+    rng = random.Random(seed)
+    for i in range(players):
+        yield min(9_999_999, int(rng.lognormvariate(7.0, 1.5))), start_ms + i * SPREAD_MS // players
+
+
 def _produce(settings: Settings, topic: str, players: int, seed: int) -> dict[str, Any]:
     """One record per player, event times spread over the last hour."""
     keyring = parse_keyring(settings.hmac_keys.reveal())
     key_id = keyring.key_ids[0]
     encode = ScoreEventCodec.from_registry().encode
-    rng = random.Random(seed)
     start_ms = int(datetime.now(UTC).timestamp() * 1000) - SPREAD_MS
     started = time.monotonic()
     step = max(1, players // 10)
     with ScoreProducer(settings.kafka_bootstrap, topic, settings.kafka_extra) as producer:
-        for i in range(players):
+        for i, (score, ts_ms) in enumerate(player_scores(players, seed, start_ms)):
             player = f"p{i:08d}"
-            ts_ms = start_ms + i * SPREAD_MS // players
             event = signed_event(
                 keyring,
                 key_id,
                 event_id=f"{topic}-{i}",
                 game_id=GAME,
                 player_id=player,
-                score=min(9_999_999, int(rng.lognormvariate(7.0, 1.5))),
+                score=score,
                 ts_ms=ts_ms,
             )
             producer.produce_record(player.encode(), encode(event), ts_ms)

@@ -32,14 +32,13 @@ import uuid
 from typing import Any
 
 from bench.common import Scratch, base_settings, emit, log, machine
+from bench.rebuild import SPREAD_MS, player_scores
 from domain.games import GameConfig
 from domain.windows import Window, WindowKind
 
 #: Members per ZADD, and ZADDs per pipelined round trip.
 CHUNK = 5_000
 PER_TRIP = 10
-#: ``bench.rebuild`` spreads its event times over the hour before it starts.
-SPREAD_MS = 3_600_000
 
 
 def _redis_cpu_s(client: Any) -> float:
@@ -56,19 +55,14 @@ def _redis_cpu_s(client: Any) -> float:
 def _rebuild_values(players: int, seed: int) -> list[int]:
     """The all-time board values of ``bench.rebuild``'s input, in its log order.
 
-    The same scores (log-normal, the same seed) and event times (spread over an
-    hour), packed by the built-in game's codec as the job packs them: clustered,
-    tied scores with a time tie-break, not uniform numbers.
+    Scores and event times drawn as ``bench.rebuild`` draws them
+    (:func:`bench.rebuild.player_scores`), packed by the built-in game's codec
+    as the job packs them: clustered, tied scores with a time tie-break, not
+    uniform numbers.
     """
-    rng = random.Random(seed)
     codec = GameConfig().codec(Window(WindowKind.ALLTIME, "alltime", None, None))
     start_ms = int(time.time() * 1000) - SPREAD_MS
-    return [
-        codec.encode(
-            min(9_999_999, int(rng.lognormvariate(7.0, 1.5))), start_ms + i * SPREAD_MS // players
-        )
-        for i in range(players)
-    ]
+    return [codec.encode(score, ts_ms) for score, ts_ms in player_scores(players, seed, start_ms)]
 
 
 def _members(players: int, seed: int, order: str, scores: str = "uniform") -> list[tuple[str, int]]:
