@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from domain.errors import ConfigError
+from domain.planner import MAX_UPDATES
 
 #: Insecure development key used only when ``LB_HMAC_KEYS`` is unset, so the
 #: demo works out of the box. ``lb run`` warns whenever it is in use.
@@ -84,6 +85,9 @@ class Settings:
     #: that holds up to twice this many; ~0.5-0.6 KB each with 3 boards). A miss
     #: costs a read in the batch's one read round trip, never correctness.
     cache_players: int = 2_000_000
+    #: The most Redis updates (board members and event ids) one atomic group write
+    #: makes: Redis serves no reader while a write runs (0: no bound).
+    write_max_updates: int = MAX_UPDATES
     #: How long the job keeps retrying an unreachable Redis (restart, failover, stall)
     #: before it fails loudly; 0 fails on the first error.
     redis_retry_s: int = 300
@@ -143,6 +147,11 @@ class Settings:
             raise ConfigError("LB_DEDUPE_HORIZON_S must be at least 1")
         if self.cache_players < 1:
             raise ConfigError("LB_CACHE_PLAYERS must be at least 1")
+        if self.write_max_updates < 0:
+            raise ConfigError(
+                "LB_WRITE_MAX_UPDATES must be 0 (no bound) or positive, "
+                f"got {self.write_max_updates}"
+            )
         if self.redis_retry_s < 0 or self.kafka_retry_s < 0:
             raise ConfigError("LB_REDIS_RETRY_S and LB_KAFKA_RETRY_S must not be negative")
         if self.heal_check_s < 1:
@@ -229,6 +238,7 @@ class Settings:
             snapshot_interval_s=_int(env, "LB_SNAPSHOT_INTERVAL_S", 5),
             dedupe_horizon_s=_int(env, "LB_DEDUPE_HORIZON_S", 300),
             cache_players=_int(env, "LB_CACHE_PLAYERS", 2_000_000),
+            write_max_updates=_int(env, "LB_WRITE_MAX_UPDATES", MAX_UPDATES),
             redis_retry_s=_int(env, "LB_REDIS_RETRY_S", 300),
             redis_timeout_s=_int(env, "LB_REDIS_TIMEOUT_S", 10),
             kafka_retry_s=_int(env, "LB_KAFKA_RETRY_S", 300),

@@ -48,6 +48,11 @@ ATTEMPTS_USED_UP = "attempts_used_up"
 #: Every counter of ``meta:stats``; the first three partition the accepted records.
 COUNTERS = (APPLIED, NOOP, DUPLICATE, SATURATED, TOURNAMENT_FULL, ATTEMPTS_USED_UP)
 
+#: Default bound on the Redis updates (board members and event ids) one atomic
+#: group write makes (``LB_WRITE_MAX_UPDATES``): the longest a reader of the same
+#: Redis waits behind the job (docs/BENCHMARKS.md, "Reads while the job writes").
+MAX_UPDATES = 1000
+
 
 def shard_of(player_id: str, shards: int) -> int | None:
     """The shard of a player in a game split over ``shards`` (None when unsplit).
@@ -246,6 +251,7 @@ class BoardPlanner:
         *,
         changes: bool = True,
         fresh: bool = False,
+        max_updates: int = MAX_UPDATES,
     ) -> None:
         """A planner for ``namespace``.
 
@@ -258,8 +264,11 @@ class BoardPlanner:
         planner writes them (a replay into a namespace it just dropped, its
         partitions its own): until the cache first evicts, a player it has not
         seen has no board value anywhere, so none is read from Redis.
+        ``max_updates`` bounds the Redis updates of one atomic group write
+        (:func:`pieces`; 0: one write per group and batch, however large).
         """
         self._namespace = namespace
+        self._max_updates = max_updates
         self._changes = changes
         self._fresh = fresh
         self._horizon_ms = max(1, dedupe_horizon_ms)
@@ -401,9 +410,7 @@ class BoardPlanner:
         reads = _Reads(wm_read, seen_read, scores_read, registries_read, counts_read)
         groups = lookups.groups if lookups.groups is not None else self._groups(batch)
         for group in groups:
-            write = self._plan_group(group, batch, field_name, reads, plan)
-            if write is not None:
-                plan.groups.append(write)
+            plan.groups += self._plan_group(group, batch, field_name, reads, plan)
         return plan
 
     def _plan_group(
@@ -413,45 +420,72 @@ class BoardPlanner:
         field_name: str,
         reads: _Reads,
         plan: WritePlan,
-    ) -> GroupWrite | None:
-        wm_read, seen_read, scores_read = reads.watermarks, reads.seen, reads.scores
-        registries_read = reads.registries
+    ) -> list[GroupWrite]:
+        """The group's share of the batch as one atomic write per piece (see :func:`pieces`).
+
+        Each piece covers a run of the group's records and carries the offset
+        of its last record as the group's watermark, the previous piece's as
+        the one it expects: a crash between two pieces leaves Redis at the
+        first piece's end, and the re-read batch skips just that prefix.
+        """
         keys = group.keys
-        tag = keys.tag
         wm_key = (keys.watermarks, field_name)
         watermark = self._watermarks.get(wm_key)
         if watermark is None:
-            watermark = wm_read.get(keys.watermarks, -1)
+            watermark = reads.watermarks.get(keys.watermarks, -1)
         fresh = [rec for rec in group.records if rec.offset > watermark]
         if not fresh:
             # Everything here was applied before a restart: nothing to do.
             plan.watermark_updates[wm_key] = watermark
-            return None
-
+            return []
         # A RETRACT needs the complete registry (lookups() asked for it when it
         # was not cached); otherwise only this worker's own registrations matter.
         complete = self._registries.get(keys.boards)
-        if complete is None and keys.boards in registries_read:
-            complete = registries_read[keys.boards]
-        registry = set(complete or ()) | self._registered.get(keys.boards, set())
-        touched: set[str] = set()
-        write = GroupWrite(keys=keys, seen_ttl_s=self._seen_ttl_s, expected=watermark)
-        applied = noop = duplicates = saturated = 0
-        tally = _Tournaments(
-            group, batch, field_name, reads.counts, self._attempts, self._seats, self.cells
+        if complete is None and keys.boards in reads.registries:
+            complete = reads.registries[keys.boards]
+        fold = _Fold(
+            keys,
+            set(complete or ()) | self._registered.get(keys.boards, set()),
+            _Tournaments(
+                group, batch, field_name, reads.counts, self._attempts, self._seats, self.cells
+            ),
         )
-        # Per player: the values before the batch and as the batch goes.
-        initial: dict[str, dict[str, int | None]] = {}
-        working: dict[str, dict[str, int | None]] = {}
+        writes: list[GroupWrite] = []
+        registered: set[str] = set()
+        for piece in pieces(fresh, self._max_updates, len(fold.registry)):
+            if writes:
+                fold.next_piece(writes[-1], reads.seen)
+            write = GroupWrite(keys=keys, seen_ttl_s=self._seen_ttl_s, expected=watermark)
+            self._fold(fold, piece, reads, write)
+            self._emit(fold, group, write, plan)
+            watermark = piece[-1].offset
+            write.watermark = (field_name, watermark)
+            registered.update(write.new_windows)
+            writes.append(write)
+        plan.watermark_updates[wm_key] = watermark
+        plan.registry_updates[keys.boards] = registered
+        return writes
+
+    def _fold(self, fold: _Fold, piece: list[Accepted], reads: _Reads, write: GroupWrite) -> None:
+        """Fold a piece's records over the players' values (one frame: the hot loop)."""
+        seen_read, scores_read = reads.seen, reads.scores
+        keys = fold.keys
+        tag = keys.tag
+        registry = fold.registry
+        carried = fold.carried
+        tally = fold.tally
+        touched: set[str] = set()
+        applied = noop = duplicates = saturated = 0
+        initial = fold.initial
+        working = fold.working
         horizon = self._horizon_ms
         entries = self._entries
         last_bucket: int | None = None
         sources: tuple[dict[str, int], ...] = ()
         ids: dict[str, int] = {}
-        boards: dict[str, _Board] = {}
-        retracted = False
+        boards = fold.boards
 
-        for rec in fresh:
+        for rec in piece:
             event = rec.event
             event_id = event.event_id
             record_ts = rec.record_ts_ms
@@ -483,10 +517,12 @@ class BoardPlanner:
                 continue
             ids[event_id] = record_ts
             player = event.player_id
-            # The player's values before the batch and as the batch goes.
+            # The player's values before the piece and as the piece goes.
             mine = working.get(player)
             if mine is None:
-                cached = entries.get((tag, player))
+                cached = carried.get(player) if carried else None
+                if cached is None:
+                    cached = entries.get((tag, player))
                 before = dict(cached) if cached is not None else {}
                 initial[player] = before
                 mine = working[player] = dict(before)
@@ -497,17 +533,8 @@ class BoardPlanner:
                 # Counted as applied whether or not the player was on a board:
                 # knowing would cost a read, and counts must not depend on the cache.
                 changed = True
-                retracted = True
-                for window_id in sorted(registry):
-                    if window_id not in mine:
-                        board_key = keys.board(window_id)
-                        value = scores_read.get((board_key, player), _UNKNOWN)
-                        if (board_key, player) not in scores_read:
-                            before[window_id] = _UNKNOWN
-                        else:
-                            before[window_id] = value
-                        mine[window_id] = value
-                    mine[window_id] = None
+                fold.retracted = True
+                _retract(keys, registry, scores_read, player, before, mine)
             else:
                 game = rec.game
                 op = game.operator
@@ -574,9 +601,16 @@ class BoardPlanner:
                 noop += 1
 
         write.stats = {APPLIED: applied, NOOP: noop, DUPLICATE: duplicates, SATURATED: saturated}
-        tally.emit(write, plan)
+
+    def _emit(self, fold: _Fold, group: _Group, write: GroupWrite, plan: WritePlan) -> None:
+        """The piece's changed members into ``write``; the players' values into the plan."""
+        fold.tally.emit(write, plan)
+        keys = fold.keys
+        tag = keys.tag
+        initial, working = fold.initial, fold.working
         board_keys: dict[str, str] = {}
         cache_updates = plan.cache_updates
+        retracted = fold.retracted
         for player, mine in working.items():
             before = initial[player]
             for window_id, value in mine.items():
@@ -596,11 +630,6 @@ class BoardPlanner:
             )
         if self._changes:
             write.changes = group_changes(group.records[0].game, initial, working)
-        last = fresh[-1].offset
-        write.watermark = (field_name, last)
-        plan.watermark_updates[wm_key] = last
-        plan.registry_updates[keys.boards] = set(write.new_windows)
-        return write
 
     # -- phase 3 ---------------------------------------------------------------
 
@@ -718,6 +747,79 @@ class BoardPlanner:
         return board
 
 
+def pieces(records: list[Accepted], bound: int, retract_cost: int) -> list[list[Accepted]]:
+    """Runs of consecutive records whose Redis updates stay within ``bound`` each.
+
+    Why: one group write is one Lua call, and Redis serves nobody else while it
+    runs; game backends read the same Redis, so the updates one call may make
+    bound the longest stall a reader sees. A record costs one update per
+    window it scores on plus one for its event id (a RETRACT: one per
+    registered window). A record is never split, so a piece holds at least
+    one; ``bound <= 0`` keeps the group whole.
+    """
+    if bound <= 0:
+        return [records]
+    out: list[list[Accepted]] = []
+    start = used = 0
+    retract = EventKind.RETRACT
+    for at, rec in enumerate(records):
+        cost = 1 + (retract_cost if rec.event.kind is retract else len(rec.windows))
+        if used and used + cost > bound:
+            out.append(records[start:at])
+            start, used = at, 0
+        used += cost
+    out.append(records[start:] if start else records)
+    return out
+
+
+def _retract(
+    keys: GroupKeys,
+    registry: set[str],
+    scores_read: dict[tuple[str, str], int | None],
+    player: str,
+    before: dict[str, int | None],
+    mine: dict[str, int | None],
+) -> None:
+    """A RETRACT: the player leaves every registered board of the group.
+
+    A board whose value was never read keeps ``_UNKNOWN`` as its value before,
+    so the removal is written without knowing what it removes.
+    """
+    for window_id in sorted(registry):
+        if window_id not in mine:
+            before[window_id] = scores_read.get((keys.board(window_id), player), _UNKNOWN)
+        mine[window_id] = None
+
+
+@dataclass(slots=True)
+class _Fold:
+    """One group's state across the pieces of one batch."""
+
+    keys: GroupKeys
+    #: The windows the group's registry holds, as far as this worker knows.
+    registry: set[str]
+    tally: _Tournaments
+    boards: dict[str, _Board] = field(default_factory=dict)
+    #: Per player: the values before the current piece and as the piece goes.
+    initial: dict[str, dict[str, int | None]] = field(default_factory=dict)
+    working: dict[str, dict[str, int | None]] = field(default_factory=dict)
+    #: Per player: the values after the earlier pieces (ahead of the cache).
+    carried: dict[str, dict[str, int | None]] = field(default_factory=dict)
+    retracted: bool = False
+
+    def next_piece(self, done: GroupWrite, seen_read: dict[str, dict[str, int]]) -> None:
+        """Start a piece where ``done`` ended: its values and event ids are now the past."""
+        if self.retracted:
+            for player, mine in self.working.items():
+                self.carried[player] = {w: v for w, v in mine.items() if v != _UNKNOWN}
+        else:
+            self.carried.update(self.working)
+        self.initial, self.working = {}, {}
+        for key, ids in done.seen.items():
+            seen_read.setdefault(key, {}).update(ids)
+        self.tally.next_piece()
+
+
 @dataclass(frozen=True, slots=True)
 class _Reads:
     """A batch's lookup answers, by key."""
@@ -822,6 +924,12 @@ class _Tournaments:
             return False
         mine[name] = used + 1
         return True
+
+    def next_piece(self) -> None:
+        """The counts so far become the next piece's counts before."""
+        self._initial = {player: dict(mine) for player, mine in self._working.items()}
+        self._seats_before = dict(self._seats)
+        self.full = self.used_up = 0
 
     def emit(self, write: GroupWrite, plan: WritePlan) -> None:
         """Changed counts into the write, every known count into the plan's cache updates."""

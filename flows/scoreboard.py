@@ -151,6 +151,7 @@ def build(
             heal_check_s=settings.heal_check_s,
             stopping=stop.is_set,
             partitions=partitions,
+            max_updates=settings.write_max_updates,
         ),
     )
     # The flow is built once per worker process, before it consumes anything.

@@ -53,7 +53,15 @@ from domain.healing import (
     resume_offset,
 )
 from domain.keys import CHANGES_MAXLEN, GroupKeys, progress_key, tag_of, watermark_field
-from domain.planner import BoardPlanner, Change, GroupWrite, LookupResults, Lookups, WritePlan
+from domain.planner import (
+    MAX_UPDATES,
+    BoardPlanner,
+    Change,
+    GroupWrite,
+    LookupResults,
+    Lookups,
+    WritePlan,
+)
 from domain.records import CheckedBatch
 from domain.rewinds import Rewinds
 from sinks import outcomes
@@ -92,11 +100,13 @@ CHUNK = 1000
 APPLY_GROUP = """
 -- KEYS[1] watermark hash, KEYS[2] stats hash, KEYS[3] board registry, KEYS[4..] boards/seen
 -- ARGV: field, offset, expected watermark, then counted sections (sinks/redis_boards.py: _encode)
+-- Answers {outcome, microseconds Redis spent writing} (see refused_at).
 local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '-1')
-if cur >= tonumber(ARGV[2]) then return 0 end
+if cur >= tonumber(ARGV[2]) then return {0, 0} end
 -- Not what the plan was based on: Redis lost writes (or another writer moved
 -- it). Write nothing and say what is stored: the job re-reads from there.
-if cur ~= tonumber(ARGV[3]) then return -2 - cur end
+if cur ~= tonumber(ARGV[3]) then return {-2 - cur, 0} end
+local t0 = redis.call('TIME')
 local i = 4
 local function take() local v = ARGV[i]; i = i + 1; return v end
 local function chunked(cmd, key, first, n, width)
@@ -138,17 +148,34 @@ if tonumber(take()) > 0 then             -- changes: 1, stream, maxlen, JSON lis
   redis.call('XADD', stream, 'MAXLEN', '~', cap, '*', 'c', take())
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-return 1
+local t1 = redis.call('TIME')
+return {1, (t1[1] - t0[1]) * 1000000 + (t1[2] - t0[2])}
 """
 
 
 def refused_at(answer: int) -> int | None:
     """The watermark Redis held when it refused a group's write, else None.
 
-    ``APPLY_GROUP`` answers 1 (applied), 0 (applied before) or ``-2 - stored``
-    (refused; ``stored`` is -1 when the field is missing).
+    ``APPLY_GROUP``'s outcome is 1 (applied), 0 (applied before) or
+    ``-2 - stored`` (refused; ``stored`` is -1 when the field is missing).
     """
     return None if answer >= 0 else -2 - answer
+
+
+def _outcomes(replies: list[Any]) -> list[int]:
+    """Each group write's outcome; the time Redis spent on the applied ones goes to telemetry.
+
+    Raises the first error reply (after every reply was read).
+    """
+    outcomes: list[int] = []
+    micros: list[int] = []
+    for reply in _raise_first_error(replies):
+        outcome, spent = reply
+        outcomes.append(int(outcome))
+        if outcome == 1:
+            micros.append(int(spent))
+    hooks.group_writes(micros)
+    return outcomes
 
 
 #: A (member, score) pair's score: the sort key of ``_encode(sort_members=True)``.
@@ -253,6 +280,74 @@ def _raise_first_error(replies: list[Any]) -> list[Any]:
 def _text(score: int | None) -> str:
     """A score for the change stream: decimal text (exact past 2**53), '' for absent."""
     return "" if score is None else str(score)
+
+
+#: Members or fields per read command: a read of a big batch is several short
+#: commands, so a reader of the same Redis waits behind none of them for long.
+READ_CHUNK = 1000
+
+
+def _spans(items: Sequence[str]) -> list[Sequence[str]]:
+    """``items`` in runs of at most :data:`READ_CHUNK` (one read command each)."""
+    if len(items) <= READ_CHUNK:
+        return [items]
+    return [items[at : at + READ_CHUNK] for at in range(0, len(items), READ_CHUNK)]
+
+
+def _read_commands(
+    many: Sequence[Lookups],
+    progress: Sequence[tuple[str, dict[str, int]]],
+    audit: Sequence[tuple[str, str]],
+) -> list[tuple[Any, ...]]:
+    """A round trip's commands: progress writes, the lookups, the audited watermarks.
+
+    :func:`_parse_reads` takes their replies in the same order and chunking.
+    """
+    out: list[tuple[Any, ...]] = []
+    for key, fields in progress:
+        out.append(("HSET", key, *(x for pair in fields.items() for x in pair)))
+    for lookups in many:
+        out += [("HGET", key, name) for key, name in lookups.watermarks]
+        out += [("HMGET", key, *s) for key, ids in lookups.seen for s in _spans(ids)]
+        out += [("ZMSCORE", key, *s) for key, ps in lookups.scores for s in _spans(ps)]
+        out += [("SMEMBERS", key) for key in lookups.registries]
+        out += [("HMGET", key, *s) for key, names in lookups.counts for s in _spans(names)]
+    out += [("HGET", key, name) for key, name in audit]
+    return out
+
+
+def _parse_reads(
+    many: Sequence[Lookups], skip: int, answers: list[Any]
+) -> tuple[list[LookupResults], list[int | None]]:
+    """The replies of :func:`_read_commands` (after ``skip`` progress writes), decoded."""
+    at = skip
+
+    def joined(items: Sequence[str]) -> list[Any]:
+        nonlocal at
+        out: list[Any] = []
+        for _ in _spans(items):
+            out += answers[at]
+            at += 1
+        return out
+
+    results: list[LookupResults] = []
+    for lookups in many:
+        got = LookupResults()
+        for value in answers[at : at + len(lookups.watermarks)]:
+            got.watermarks.append(None if value is None else int(value))
+        at += len(lookups.watermarks)
+        for _, ids in lookups.seen:
+            got.seen.append([None if v is None else int(v) for v in joined(ids)])
+        for _, players in lookups.scores:
+            # Doubles arrive as text (RESP2); composites stay below 2**53, exact.
+            got.scores.append([None if v is None else float(v) for v in joined(players)])
+        for _ in lookups.registries:
+            got.registries.append({m.decode() if isinstance(m, bytes) else m for m in answers[at]})
+            at += 1
+        for _, names in lookups.counts:
+            got.counts.append([None if v is None else int(v) for v in joined(names)])
+        results.append(got)
+    return results, [None if value is None else int(value) for value in answers[at:]]
 
 
 class RedisBoardStore:
@@ -403,19 +498,7 @@ class RedisBoardStore:
         writes acknowledged in earlier rounds, so sending them ahead of this
         round's reads keeps them behind the writes they describe.
         """
-
-        def commands() -> list[tuple[Any, ...]]:
-            out: list[tuple[Any, ...]] = []
-            for key, fields in progress:
-                out.append(("HSET", key, *(x for pair in fields.items() for x in pair)))
-            for lookups in many:
-                out += [("HGET", key, name) for key, name in lookups.watermarks]
-                out += [("HMGET", key, *ids) for key, ids in lookups.seen]
-                out += [("ZMSCORE", key, *players) for key, players in lookups.scores]
-                out += [("SMEMBERS", key) for key in lookups.registries]
-                out += [("HMGET", key, *names) for key, names in lookups.counts]
-            out += [("HGET", key, name) for key, name in audit]
-            return out
+        queued = _read_commands(many, progress, audit)
 
         inflight = self._inflight
         wire = self._wire
@@ -426,52 +509,28 @@ class RedisBoardStore:
             if wire is None:
                 self._refresh_slots()
                 pipe = self._client.pipeline(transaction=False)
-                for command in commands():
+                for command in queued:
                     pipe.execute_command(*command)
                 return list(pipe.execute()) if len(pipe) else []
             if inflight is None:
-                return _raise_first_error(wire.run(commands()))
+                return _raise_first_error(wire.run(queued))
             if not self._inflight_sent:  # a failed send or attempt: send the writes again
                 wire.send(wire.evals(APPLY_GROUP, inflight))
             self._inflight_sent = False  # until this attempt has every answer
-            replies = wire.run(commands())
+            replies = wire.run(queued)
             answers, reads = replies[: len(inflight)], replies[len(inflight) :]
             if any(isinstance(reply, NoScriptError) for reply in answers):
                 # Redis restarted or flushed its scripts: load it, send everything again.
                 wire.forget(APPLY_GROUP)
                 wire.send(wire.evals(APPLY_GROUP, inflight))
-                replies = wire.run(commands())
+                replies = wire.run(queued)
                 answers, reads = replies[: len(inflight)], replies[len(inflight) :]
-            written = [int(x) for x in _raise_first_error(answers)]
+            written = _outcomes(answers)
             return _raise_first_error(reads)
 
         answers = self._round_trip("Redis read", attempt)
         self._inflight = None
-        out: list[LookupResults] = []
-        at = len(progress)
-        for lookups in many:
-            got = LookupResults()
-            for _ in lookups.watermarks:
-                value = answers[at]
-                got.watermarks.append(None if value is None else int(value))
-                at += 1
-            for _ in lookups.seen:
-                got.seen.append([None if v is None else int(v) for v in answers[at]])
-                at += 1
-            for _ in lookups.scores:
-                # Doubles arrive as text (RESP2); composites stay below 2**53, exact.
-                got.scores.append([None if v is None else float(v) for v in answers[at]])
-                at += 1
-            for _ in lookups.registries:
-                got.registries.append(
-                    {m.decode() if isinstance(m, bytes) else m for m in answers[at]}
-                )
-                at += 1
-            for _ in lookups.counts:
-                got.counts.append([None if v is None else int(v) for v in answers[at]])
-                at += 1
-            out.append(got)
-        stored = [None if value is None else int(value) for value in answers[at:]]
+        out, stored = _parse_reads(many, len(progress), answers)
         return out, stored, written
 
     def apply(self, plan: WritePlan) -> list[int]:
@@ -499,7 +558,7 @@ class RedisBoardStore:
         assert wire is not None
 
         def attempt() -> list[int]:
-            return [int(x) for x in _raise_first_error(wire.eval_many(APPLY_GROUP, encoded))]
+            return _outcomes(wire.eval_many(APPLY_GROUP, encoded))
 
         return list(self._round_trip("Redis write", attempt))
 
@@ -524,7 +583,7 @@ class RedisBoardStore:
             pipe = conn.pipeline(transaction=False)
             for keys, args in calls:
                 script(keys=keys, args=args, client=pipe)
-            out += [int(x) for x in pipe.execute()]
+            out += _outcomes(pipe.execute(raise_on_error=False))
         return out
 
 
@@ -661,7 +720,8 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
                 answer = next(replies)
                 if refused_at(answer) is not None:
                     lost = True
-                    refused[(write.keys.watermarks, write.watermark[0])] = write.expected
+                    # The first refused piece of a group says what its plan expected.
+                    refused.setdefault((write.keys.watermarks, write.watermark[0]), write.expected)
                 superseded = superseded or answer == 0
             if lost:
                 restart[watermark_field(batch.topic, batch.partition)] = batch.first_offset
@@ -818,12 +878,15 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
         heal_check_s: float = 5.0,
         stopping: Callable[[], bool] = lambda: False,
         partitions: Mapping[str, int] | None = None,
+        max_updates: int = MAX_UPDATES,
     ) -> None:
         """The sink factory; ``partitions`` are the source topics' partition counts.
 
         Read once at start: a tournament's ``max_entries`` is split into
-        per-partition seats (``domain.games.Tournament.seats``).
+        per-partition seats (``domain.games.Tournament.seats``). ``max_updates``
+        bounds one atomic group write (:func:`domain.planner.pieces`).
         """
+        self._max_updates = max_updates
         self._client_factory = client_factory
         self._stopping = stopping
         self._namespace = namespace
@@ -838,7 +901,11 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
         """Connect (waiting under the retry budget if Redis is not up yet) and ping."""
         client = connect(self._client_factory, self._retry, self._stopping)
         planner = BoardPlanner(
-            self._namespace, self._horizon_ms, self._capacity, partitions=self._partitions
+            self._namespace,
+            self._horizon_ms,
+            self._capacity,
+            partitions=self._partitions,
+            max_updates=self._max_updates,
         )
         store = RedisBoardStore(client, self._retry, self._stopping)
         hooks.instrument_board_sink(store, planner)  # stage timings, cache size (issue 13)

@@ -43,6 +43,12 @@ BATCH_SECONDS = Histogram(
     ["stage"],
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
 )
+GROUP_WRITE_SECONDS = Histogram(
+    "lb_group_write_seconds",
+    "Time Redis spent applying one atomic group write (measured inside Redis); "
+    "every reader of that Redis waits this long behind it",
+    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25),
+)
 REDIS_RETRIES = Counter("lb_redis_retries", "Redis round trips retried after a transient error")
 KAFKA_ERRORS = Counter(
     "lb_kafka_errors", "Kafka client errors reported to the job, by librdkafka code", ["code"]

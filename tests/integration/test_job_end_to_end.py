@@ -20,13 +20,21 @@ from tests.integration.streams import (
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.parametrize("max_updates", ["1000", "5"])
 def test_random_stream_gives_the_oracle_boards_and_every_bad_record_once(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str,
+    topic: str,
+    namespace: str,
+    redis_client: Any,
+    tmp_path: Path,
+    max_updates: str,
 ) -> None:
     stream, env = stream_and_env(kafka_bootstrap, topic, namespace, tmp_path, seed=7, count=6000)
     # A cache far smaller than the 150 players x 4 games: values are evicted and
     # read back from Redis all the time, and the boards must not notice.
     env["LB_CACHE_PLAYERS"] = "7"
+    # 5: every group write is cut into pieces of a record or two, each its own call.
+    env["LB_WRITE_MAX_UPDATES"] = max_updates
 
     done = lb(["run", "--until-end"], env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -88,7 +96,8 @@ def test_the_job_writes_the_same_boards_to_a_redis_cluster(
     tmp_path: Path,
 ) -> None:
     stream, env = stream_and_env(kafka_bootstrap, topic, namespace, tmp_path, seed=8, count=4000)
-    env.update(LB_REDIS_URL=cluster_services[0], LB_REDIS_CLUSTER="1")
+    # Small pieces: several calls per group and master, in order, in one pipeline.
+    env.update(LB_REDIS_URL=cluster_services[0], LB_REDIS_CLUSTER="1", LB_WRITE_MAX_UPDATES="9")
 
     done = lb(["run", "--until-end"], env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

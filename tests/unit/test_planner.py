@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from domain.events import EventKind, ScoreEvent
 from domain.games import GameConfig, Operator, Order, Season, Tournament
-from domain.planner import BoardPlanner
+from domain.planner import BoardPlanner, pieces
 from domain.records import Accepted, CheckedBatch
 from domain.scoring import TieResolution
 from domain.windows import Calendar, WindowKind, window_for
@@ -654,6 +654,7 @@ def run(
     crashes: int = 0,
     rounds: bool = False,
     fresh: bool = False,
+    max_updates: int = 0,
 ) -> BoardModel:
     """Project the whole stream, crashing ``crashes`` times and restarting at or before the crash.
 
@@ -673,6 +674,7 @@ def run(
                 capacity,
                 partitions={TOPIC: len(PARTITIONS)},
                 fresh=fresh and attempt == 0,
+                max_updates=max_updates,
             )
             for _ in range(workers)
         ]
@@ -756,6 +758,74 @@ def test_crash_and_replay_from_an_earlier_offset_changes_nothing(
     crashed = run(scn, rnd, crashes=crashes, workers=workers, rounds=rounds)
     assert crashed.state() == clean.state()
     assert_matches_oracle(crashed, scn, oracle(scn))
+
+
+@PROPERTY
+@given(
+    scn=scenarios(),
+    rnd=_seeds(),
+    bound=st.sampled_from((1, 2, 3, 5, 8)),
+    crashes=st.integers(0, 2),
+    workers=st.integers(1, 2),
+    capacity=st.sampled_from((1, 3, BIG_CACHE)),
+    rounds=st.booleans(),
+)
+def test_group_writes_split_into_bounded_pieces_give_the_same_boards_through_crashes(
+    scn: Scenario,
+    rnd: random.Random,
+    bound: int,
+    crashes: int,
+    workers: int,
+    capacity: int,
+    rounds: bool,
+) -> None:
+    """Each piece carries its prefix's watermark: a crash between pieces re-applies nothing."""
+    whole = run(scn, rnd)
+    bounded = run(
+        scn,
+        rnd,
+        crashes=crashes,
+        workers=workers,
+        rounds=rounds,
+        capacity=capacity,
+        max_updates=bound,
+    )
+    assert bounded.state() == whole.state()
+    assert_matches_oracle(bounded, scn, oracle(scn))
+
+
+@given(
+    costs=st.lists(st.tuples(st.integers(0, 6), st.booleans()), max_size=60),
+    bound=st.integers(-1, 20),
+    retract_cost=st.integers(0, 6),
+)
+def test_pieces_are_consecutive_runs_within_the_bound(
+    costs: list[tuple[int, bool]], bound: int, retract_cost: int
+) -> None:
+    records = [
+        _accepted(i, windows, EventKind.RETRACT if retract else EventKind.SCORE)
+        for i, (windows, retract) in enumerate(costs)
+    ]
+    if not records:
+        return
+    out = pieces(records, bound, retract_cost)
+    assert [rec for piece in out for rec in piece] == records  # order kept, nothing lost
+    assert all(out)
+    for piece in out:
+        cost = sum(
+            1 + (retract_cost if r.event.kind is EventKind.RETRACT else len(r.windows))
+            for r in piece
+        )
+        assert bound <= 0 or cost <= bound or len(piece) == 1
+    if bound <= 0:
+        assert len(out) == 1
+
+
+def _accepted(offset: int, windows: int, kind: EventKind) -> Accepted:
+    game = GameConfig()
+    ev = ScoreEvent(f"e{offset}", "g", "p", 1, 1_800_000_000_000, kind, "k1", b"")
+    alltime = game.window("alltime")
+    return Accepted(offset, ev.ts_ms, ev, game, (alltime,) * windows)
 
 
 @PROPERTY
