@@ -45,7 +45,7 @@ from config.clients import redis_client
 from config.heap import tune_for_streaming
 from config.settings import Settings
 from domain.games import GameCatalog
-from domain.planner import BoardPlanner, LookupResults
+from domain.planner import BoardPlanner, LookupResults, PlanRound
 from domain.records import RecordBatch, SourceRecord
 from domain.signing import parse_keyring
 from domain.validation import Validator
@@ -145,16 +145,15 @@ def _run(
             t0 = clock()
             checked = validator.check_batch(RecordBatch("t", partition, tuple(chunk)))
             t1 = clock()
-            need = planner.lookups(checked)
+            round_ = PlanRound(planner, [checked])
             t2 = clock()
-            got = store.read(need) if need else LookupResults()
+            got = store.read_many(round_.lookups) if round_.lookups[0] else [LookupResults()]
             t3 = clock()
-            planner.remember_registries(need, got)
-            plan = planner.plan(checked, got, need)
+            plans = round_.plan(got)
             t4 = clock()
-            store.apply(plan)
+            store.apply_many(plans)
             t5 = clock()
-            planner.commit(plan)
+            round_.commit()
             t6 = clock()
             for name, spent in zip(
                 STAGES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5), strict=True

@@ -90,7 +90,7 @@ from config.heap import tune_for_streaming
 from config.settings import Settings
 from domain.errors import CodecError, EncodingError
 from domain.games import GameCatalog, GameConfig
-from domain.planner import BoardPlanner, LookupResults
+from domain.planner import BoardPlanner, LookupResults, PlanRound
 from domain.records import RecordBatch, SourceRecord
 from domain.scoring import TieCodec
 from domain.signing import Keyring, Verdict, parse_keyring, verify
@@ -422,16 +422,15 @@ def _stages(
         accepted += len(checked.accepted)
         if not checked.accepted:
             return
-        need = planner.lookups(checked)
+        round_ = PlanRound(planner, [checked])
         t2 = clock()
-        got = store.read(need) if need else LookupResults()
+        got = store.read_many(round_.lookups) if round_.lookups[0] else [LookupResults()]
         t3 = clock()
-        planner.remember_registries(need, got)
-        plan = planner.plan(checked, got, need)
+        plans = round_.plan(got)
         t4 = clock()
-        store.apply(plan)
+        store.apply_many(plans)
         t5 = clock()
-        planner.commit(plan)
+        round_.commit()
         t6 = clock()
         times["plan (lookups, fold, commit)"] += (t2 - t1) + (t4 - t3) + (t6 - t5)
         times["Redis read round trip"] += t3 - t2

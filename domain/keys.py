@@ -33,9 +33,14 @@ id, or ``<game>/<shard>`` for a game split over shards.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from domain.windows import WindowKind
+
+if TYPE_CHECKING:
+    from domain.records import Accepted
 
 LIVE_NAMESPACE = "lb"
 
@@ -134,3 +139,22 @@ def progress_key(namespace: str, topic: str, partition: int) -> str:
 def tag_of(key: str) -> str:
     """The hash tag of a key of the layout above (namespaces never contain ``{``)."""
     return key.split("{", 1)[1].split("}", 1)[0]
+
+
+def shard_of(player_id: str, shards: int) -> int | None:
+    """The shard of a player in a game split over ``shards`` (None when unsplit).
+
+    CRC-32 is stable across processes and Python versions (unlike ``hash``).
+    """
+    if shards <= 1:
+        return None
+    return zlib.crc32(player_id.encode()) % shards
+
+
+def group_tag(rec: Accepted) -> str:
+    """The board group (hash tag) an accepted event writes: its game, or its game's shard."""
+    shards = rec.game.shards
+    game_id = rec.event.game_id
+    if shards <= 1:
+        return game_id
+    return shard_tag(game_id, shard_of(rec.event.player_id, shards))

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from domain.errors import EncodingError
 from domain.games import Operator
 
-__all__ = ["Entry", "apply", "apply_composite", "apply_composite_asc", "saturates"]
+__all__ = [
+    "Entry",
+    "apply",
+    "apply_composite",
+    "apply_composite_asc",
+    "saturates",
+    "saturates_composite",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +78,26 @@ def saturates(op: Operator, current: Entry | None, score: int, max_score: int) -
     """
     if op is not Operator.INCR:
         return False
-    total = (current.score if current is not None else 0) + score
-    return total > max_score
+    return _past_cap(current.score if current is not None else 0, score, max_score)
+
+
+def saturates_composite(
+    current: int | None, score: int, slots: int, max_score: int, ascending: bool
+) -> bool:
+    """:func:`saturates` of an ``INCR`` event on a packed value (a lowest-wins board's too).
+
+    The planner's hot path asks it only for ``INCR`` games; a player with no
+    value yet cannot be capped (a single event's score is within bounds).
+    """
+    if current is None:
+        return False
+    stored = current // slots
+    return _past_cap(max_score - stored if ascending else stored, score, max_score)
+
+
+def _past_cap(total: int, score: int, max_score: int) -> bool:
+    """The one saturation rule: adding ``score`` to ``total`` would pass ``max_score``."""
+    return total + score > max_score
 
 
 def apply_composite(

@@ -40,7 +40,8 @@ from domain.backfill_plan import (
     split_ranges,
 )
 from domain.errors import ServiceError
-from domain.planner import BoardPlanner, group_tag
+from domain.keys import group_tag
+from domain.planner import BoardPlanner
 from domain.records import Accepted, RecordBatch, SourceRecord
 from domain.validation import Validator
 from jobs.replay import apply_round

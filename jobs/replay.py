@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from domain.errors import ServiceError
-from domain.planner import BoardPlanner, WritePlan
+from domain.planner import BoardPlanner, PlanRound, WritePlan
 from domain.records import Accepted, CheckedBatch, RecordBatch
 from domain.validation import Validator
 from sinks.redis_boards import RedisBoardStore, refused_at
@@ -57,19 +57,14 @@ def apply_round(
             )
     if not checked:
         return
-    lookups = [planner.lookups(one) for one in checked]
-    results = store.read_many(lookups)
-    plans: list[WritePlan] = []
-    for one, need, got in zip(checked, lookups, results, strict=True):
-        planner.remember_registries(need, got)
-        plan = planner.plan(one, got, need)
+    round_ = PlanRound(planner, checked)
+    plans = round_.plan(store.read_many(round_.lookups))
+    for plan in plans:
         for write in plan.groups:
-            # Nobody reads a replay's change stream: spare Redis a ZREVRANK and JSON per change.
+            # Nobody reads a replay's change stream: spare Redis the JSON per change.
             write.changes = []
         if adjust is not None:
             adjust(plan)
-        plans.append(plan)
     if any(refused_at(answer) is not None for answer in store.apply_many(plans)):
         raise ServiceError(f"another writer changed the namespace {namespace!r}")
-    for plan in plans:
-        planner.commit(plan)
+    round_.commit()

@@ -33,7 +33,8 @@ from typing import Any, cast
 from config.heap import tune_for_streaming
 from domain.backfill_plan import BackfillPlan, expiry_floor
 from domain.errors import ServiceError
-from domain.planner import BoardPlanner, WritePlan, group_tag
+from domain.keys import group_tag
+from domain.planner import BoardPlanner, WritePlan
 from domain.records import Accepted
 from domain.validation import Validator
 from jobs.replay import apply_round

@@ -34,8 +34,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from domain.errors import ServiceError
 from domain.healing import PROGRESS_FIELD
-from domain.keys import GroupKeys, progress_key, tag_of
-from domain.planner import COUNTERS, BoardPlanner, group_tag
+from domain.keys import GroupKeys, group_tag, progress_key, tag_of
+from domain.planner import COUNTERS, BoardPlanner
 from domain.records import Accepted, RecordBatch, SourceRecord
 from domain.validation import Validator
 from jobs.replay import apply_replayed

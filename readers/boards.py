@@ -57,8 +57,7 @@ from redis.exceptions import RedisClusterException
 
 from domain.errors import QueryError, ServiceError
 from domain.games import GameCatalog, GameConfig
-from domain.keys import LIVE_NAMESPACE, GroupKeys, shard_tag
-from domain.planner import shard_of
+from domain.keys import LIVE_NAMESPACE, GroupKeys, shard_of, shard_tag
 from domain.ranking import (
     MAX_K,
     MAX_LIMIT,

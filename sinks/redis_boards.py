@@ -60,8 +60,10 @@ from domain.planner import (
     GroupWrite,
     LookupResults,
     Lookups,
+    PlanRound,
     WritePlan,
 )
+from domain.planner.rounds import split_round
 from domain.records import CheckedBatch
 from domain.rewinds import Rewinds
 from sinks import outcomes
@@ -655,20 +657,14 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
                     self._seed(batch)
         pending = [batch for batch in items if self._current(batch)]
         while pending:
-            round_: list[CheckedBatch] = []
-            later: list[CheckedBatch] = []
-            partitions: set[int] = set()
-            for batch in pending:
-                (later if batch.partition in partitions else round_).append(batch)
-                partitions.add(batch.partition)
-                self._partition_of[watermark_field(batch.topic, batch.partition)] = (
-                    batch.topic,
-                    batch.partition,
-                )
+            now, later = split_round(pending)
+            for batch in now:
+                where = (batch.topic, batch.partition)
+                self._partition_of[watermark_field(*where)] = where
             audit_pairs = self._audit_due()
-            lookups = [self._planner.lookups(batch) for batch in round_]
+            round_ = PlanRound(self._planner, now)
             results, stored, settled = self._store.exchange(
-                lookups, self._take_progress(), audit_pairs
+                round_.lookups, self._take_progress(), audit_pairs
             )
             if self._settle(settled):
                 pending = [batch for batch in pending if self._current(batch)]
@@ -683,16 +679,12 @@ class _BoardPartition(StatelessSinkPartition[CheckedBatch]):
                     self._heal(found, {})
                     pending = [batch for batch in pending if self._current(batch)]
                     continue  # plan the round again from what Redis now holds
-            plans = []
-            for batch, need, got in zip(round_, lookups, results, strict=True):
-                self._planner.remember_registries(need, got)
-                plans.append(self._planner.plan(batch, got, need))
+            plans = round_.plan(results)
             # The next round's plans build on these values before Redis has
             # answered: it applies them before anything sent later, and a refusal
             # heals, which forgets every cached value.
-            for plan in plans:
-                self._planner.commit(plan)
-            self._inflight = list(zip(round_, plans, strict=True))
+            round_.commit()
+            self._inflight = list(zip(now, plans, strict=True))
             if self._settle(self._store.send_writes(plans)):
                 pending = [batch for batch in later if self._current(batch)]
                 continue

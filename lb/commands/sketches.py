@@ -330,7 +330,7 @@ def _write_board(
     client: Any, keys: list[str], config: GameConfig, values: Ints, ids: Ints, rng: Any
 ) -> None:
     """ZADD the composites of ``values`` for players ``p<ids>`` into their shard keys."""
-    from domain.planner import shard_of
+    from domain.keys import shard_of
 
     codec = config.codec(window_for(WindowKind.ALLTIME, 0))
     slots = codec.slots

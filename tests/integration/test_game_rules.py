@@ -24,7 +24,8 @@ import pytest
 from domain.errors import QueryError
 from domain.events import EventKind, ScoreEvent
 from domain.games import GameCatalog
-from domain.planner import BoardPlanner, shard_of
+from domain.keys import shard_of
+from domain.planner import BoardPlanner
 from domain.records import Accepted, CheckedBatch
 from jobs.archiver import Archiver, archive_path
 from readers.boards import BoardReader

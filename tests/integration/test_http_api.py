@@ -25,7 +25,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from domain.events import EventKind
 from domain.games import GameCatalog
-from domain.planner import shard_of
+from domain.keys import shard_of
 from domain.signing import Verdict, canonical, parse_keyring, sign, verify
 from readers.boards import BoardReader
 from schemas.codec import ScoreEventCodec

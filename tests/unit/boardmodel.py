@@ -26,7 +26,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from domain.planner import BoardPlanner, GroupWrite, LookupResults, Lookups, WritePlan
+from domain.planner import BoardPlanner, GroupWrite, LookupResults, Lookups, PlanRound, WritePlan
+from domain.planner.rounds import split_round
 from domain.records import CheckedBatch
 
 
@@ -180,18 +181,11 @@ def write_batch(
     budget = crash_after_groups
     pending = [batch for batch in items if batch.accepted]
     while pending:
-        round_: list[CheckedBatch] = []
-        later: list[CheckedBatch] = []
-        partitions: set[int] = set()
-        for batch in pending:
-            (later if batch.partition in partitions else round_).append(batch)
-            partitions.add(batch.partition)
-        lookups = [planner.lookups(batch) for batch in round_]
-        results = [model.read(need) if need else LookupResults() for need in lookups]
-        plans: list[WritePlan] = []
-        for batch, need, got in zip(round_, lookups, results, strict=True):
-            planner.remember_registries(need, got)
-            plans.append(planner.plan(batch, got, need))
+        now, later = split_round(pending)
+        round_ = PlanRound(planner, now)
+        plans = round_.plan(
+            [model.read(need) if need else LookupResults() for need in round_.lookups]
+        )
         for plan in plans:
             if budget is not None and budget < len(plan.groups):
                 model.apply(plan, limit=budget)
@@ -199,8 +193,7 @@ def write_batch(
             model.apply(plan)
             if budget is not None:
                 budget -= len(plan.groups)
-        for plan in plans:
-            planner.commit(plan)
+        round_.commit()
         pending = later
 
 

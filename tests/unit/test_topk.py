@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.games import GameConfig
-from domain.planner import shard_of
+from domain.keys import shard_of
 from domain.ranking import Member, merge_top
 from domain.topk import (
     DEFAULT_K,

@@ -1,0 +1,382 @@
+"""The planner: which reads a batch needs, and the atomic group writes it becomes.
+
+:meth:`BoardPlanner.lookups` says what to read, :meth:`BoardPlanner.plan` turns
+the answers into a :class:`~domain.planner.model.WritePlan` (one or more
+:class:`~domain.planner.model.GroupWrite` per board group, see
+:func:`~domain.planner.fold.pieces`), :meth:`BoardPlanner.commit` takes the plan
+into the caches once it is on its way to Redis. The fold itself is
+:mod:`domain.planner.fold`; the package docstring says why this is exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from domain.errors import ConfigError
+from domain.events import EventKind
+from domain.keys import GroupKeys, group_tag, watermark_field
+from domain.operators import apply_composite, apply_composite_asc
+from domain.planner.cache import GenerationalCache
+from domain.planner.changes import emit
+from domain.planner.fold import MAX_UPDATES, Fold, fold, pieces
+from domain.planner.model import (
+    Board,
+    Group,
+    GroupWrite,
+    LookupResults,
+    Lookups,
+    Reads,
+    WritePlan,
+)
+from domain.planner.tournaments import Tournaments
+from domain.records import Accepted, CheckedBatch
+from domain.windows import Window, WindowKind
+
+
+class BoardPlanner:
+    """Plans batches for the partitions one worker owns; holds the write-through caches."""
+
+    def __init__(
+        self,
+        namespace: str,
+        dedupe_horizon_ms: int,
+        cache_capacity: int = 2_000_000,
+        partitions: Mapping[str, int] | None = None,
+        *,
+        changes: bool = True,
+        fresh: bool = False,
+        max_updates: int = MAX_UPDATES,
+    ) -> None:
+        """A planner for ``namespace``.
+
+        ``partitions`` gives each source topic's partition count, which splits
+        a tournament's ``max_entries`` into per-partition seats; it is only
+        needed when a game has such a tournament (see :meth:`know_partitions`).
+        ``changes=False``: no change-stream entries (a replay nobody subscribes
+        to). ``fresh=True`` promises that the namespace held none of this
+        planner's players' board values when it started and that only this
+        planner writes them (a replay into a namespace it just dropped, its
+        partitions its own): until the cache first evicts, a player it has not
+        seen has no board value anywhere, so none is read from Redis.
+        ``max_updates`` bounds the Redis updates of one atomic group write
+        (:func:`pieces`; 0: one write per group and batch, however large).
+        """
+        self._namespace = namespace
+        self._max_updates = max_updates
+        self._changes = changes
+        self._fresh = fresh
+        self._horizon_ms = max(1, dedupe_horizon_ms)
+        # Bucket b is consulted by records of buckets b-1 to b+1, so until
+        # bucket b+1 ends; the TTL runs from the bucket's last write, so two
+        # horizons plus a minute of lag suffice.
+        self._seen_ttl_s = 2 * self._horizon_ms // 1000 + 60
+        self._entries: GenerationalCache[dict[str, int | None]] = GenerationalCache(cache_capacity)
+        #: Per (tag, player): {tournament: attempts counted} (read on a miss).
+        self._attempts: GenerationalCache[dict[str, int]] = GenerationalCache(cache_capacity)
+        #: Per (entries key, partition field): seats that partition took (read on a miss).
+        self._seats: dict[tuple[str, str], int] = {}
+        self._partitions: dict[str, int] = dict(partitions or {})
+        self._watermarks: dict[tuple[str, str], int] = {}
+        # Complete registries (read from Redis, then kept up to date) ...
+        self._registries: dict[str, set[str]] = {}
+        # ... and the windows this worker registered itself, read or not.
+        self._registered: dict[str, set[str]] = {}
+        self._boards: dict[tuple[str, str, str], Board] = {}
+        self._keys: dict[str, GroupKeys] = {}
+
+    # -- phase 1 ---------------------------------------------------------------
+
+    def lookups(self, batch: CheckedBatch) -> Lookups:
+        """The reads this batch needs that the caches cannot answer."""
+        need = Lookups()
+        field_name = watermark_field(batch.topic, batch.partition)
+        horizon = self._horizon_ms
+        fresh = self._fresh
+        groups = need.groups = self._groups(batch)
+        for group in groups:
+            keys = group.keys
+            tag = keys.tag
+            if (keys.watermarks, field_name) not in self._watermarks:
+                need.watermarks.append((keys.watermarks, field_name))
+            buckets: dict[int, list[str]] = {}
+            missing: dict[str, list[str]] = {}
+            counts: dict[str, list[str]] = {}
+            retracts = False
+            asked: set[tuple[str, str]] = set()
+            last_bucket: int | None = None
+            ids: list[str] = []
+            for rec in group.records:
+                event = rec.event
+                bucket = rec.record_ts_ms // horizon
+                if bucket != last_bucket:
+                    last_bucket = bucket
+                    ids = buckets.setdefault(bucket, [])
+                ids.append(event.event_id)
+                if event.kind is EventKind.RETRACT:
+                    retracts = True
+                    continue
+                player = event.player_id
+                known = self._entries.get((tag, player))
+                # Fresh: judged after the get, which may itself have evicted someone.
+                ask = not fresh or self._entries.evicted
+                for window in rec.windows:
+                    if window.kind is WindowKind.TOURNAMENT:
+                        self._count_lookups(keys, rec, window, field_name, asked, counts)
+                    if ask and (known is None or window.id not in known):
+                        board = self._board(keys, rec, window)
+                        if (board.key, player) not in asked:
+                            asked.add((board.key, player))
+                            missing.setdefault(board.key, []).append(player)
+            # A copy within the horizon, earlier or later, sits in the record's
+            # bucket or one of its two neighbours: each bucket hash is asked once,
+            # for the ids of its own and both neighbouring buckets (a batch of a
+            # replayed history touches thousands of buckets).
+            asked_seen: dict[int, list[str]] = {}
+            for bucket, ids in buckets.items():
+                for near in (bucket - 1, bucket, bucket + 1):
+                    got = asked_seen.get(near)
+                    if got is None:
+                        asked_seen[near] = list(ids)
+                    else:
+                        got.extend(ids)
+            need.seen.extend((keys.seen(near), asked_seen[near]) for near in sorted(asked_seen))
+            if retracts and keys.boards not in self._registries:
+                need.registries.append(keys.boards)
+            need.scores.extend(missing.items())
+            need.counts.extend(counts.items())
+        return need
+
+    def _count_lookups(
+        self,
+        keys: GroupKeys,
+        rec: Accepted,
+        window: Window,
+        field_name: str,
+        asked: set[tuple[str, str]],
+        counts: dict[str, list[str]],
+    ) -> None:
+        """Ask for a tournament's attempts of the player, and its partition's seats, if unknown."""
+        board = self._board(keys, rec, window)
+        tournament = board.tournament
+        assert tournament is not None
+        player = rec.event.player_id
+        known = self._attempts.get((keys.tag, player))
+        if (known is None or tournament.name not in known) and (
+            board.attempts_key,
+            player,
+        ) not in asked:
+            asked.add((board.attempts_key, player))
+            counts.setdefault(board.attempts_key, []).append(player)
+        if (
+            tournament.max_entries is not None
+            and (board.entries_key, field_name) not in self._seats
+            and (board.entries_key, field_name) not in asked
+        ):
+            asked.add((board.entries_key, field_name))
+            counts.setdefault(board.entries_key, []).append(field_name)
+
+    # -- phase 2 ---------------------------------------------------------------
+
+    def plan(self, batch: CheckedBatch, results: LookupResults, lookups: Lookups) -> WritePlan:
+        """Fold the batch over the current values; emit only changed members."""
+        field_name = watermark_field(batch.topic, batch.partition)
+        wm_read = {
+            key: (-1 if value is None else value)
+            for (key, _), value in zip(lookups.watermarks, results.watermarks, strict=True)
+        }
+        seen_read: dict[str, dict[str, int]] = {}
+        for (key, ids), values in zip(lookups.seen, results.seen, strict=True):
+            got = seen_read.setdefault(key, {})
+            for event_id, ts in zip(ids, values, strict=True):
+                if ts is not None:
+                    got[event_id] = ts
+        scores_read: dict[tuple[str, str], int | None] = {}
+        for (key, players), answers in zip(lookups.scores, results.scores, strict=True):
+            for player, answer in zip(players, answers, strict=True):
+                scores_read[(key, player)] = None if answer is None else int(answer)
+        registries_read = dict(zip(lookups.registries, results.registries, strict=True))
+        counts_read: dict[tuple[str, str], int] = {}
+        for (key, names), counts in zip(lookups.counts, results.counts, strict=True):
+            for name, count in zip(names, counts, strict=True):
+                counts_read[(key, name)] = 0 if count is None else int(count)
+
+        plan = WritePlan(partition=batch.partition)
+        reads = Reads(wm_read, seen_read, scores_read, registries_read, counts_read)
+        groups = lookups.groups if lookups.groups is not None else self._groups(batch)
+        for group in groups:
+            plan.groups += self._plan_group(group, batch, field_name, reads, plan)
+        return plan
+
+    def _plan_group(
+        self,
+        group: Group,
+        batch: CheckedBatch,
+        field_name: str,
+        reads: Reads,
+        plan: WritePlan,
+    ) -> list[GroupWrite]:
+        """The group's share of the batch as one atomic write per piece (see :func:`pieces`).
+
+        Each piece covers a run of the group's records and carries the offset
+        of its last record as the group's watermark, the previous piece's as
+        the one it expects: a crash between two pieces leaves Redis at the
+        first piece's end, and the re-read batch skips just that prefix.
+        """
+        keys = group.keys
+        wm_key = (keys.watermarks, field_name)
+        watermark = self._watermarks.get(wm_key)
+        if watermark is None:
+            watermark = reads.watermarks.get(keys.watermarks, -1)
+        fresh = [rec for rec in group.records if rec.offset > watermark]
+        if not fresh:
+            # Everything here was applied before a restart: nothing to do.
+            plan.watermark_updates[wm_key] = watermark
+            return []
+        # A RETRACT needs the complete registry (lookups() asked for it when it
+        # was not cached); otherwise only this worker's own registrations matter.
+        complete = self._registries.get(keys.boards)
+        if complete is None and keys.boards in reads.registries:
+            complete = reads.registries[keys.boards]
+        state = Fold(
+            keys,
+            set(complete or ()) | self._registered.get(keys.boards, set()),
+            Tournaments(
+                group, batch, field_name, reads.counts, self._attempts, self._seats, self.cells
+            ),
+            self._horizon_ms,
+            self._entries,
+            self._board,
+            reads.seen,
+            reads.scores,
+        )
+        writes: list[GroupWrite] = []
+        registered: set[str] = set()
+        for piece in pieces(fresh, self._max_updates, len(state.registry)):
+            if writes:
+                state.next_piece(writes[-1])
+            write = GroupWrite(keys=keys, seen_ttl_s=self._seen_ttl_s, expected=watermark)
+            fold(state, piece, write)
+            emit(state, group, write, plan, self._changes)
+            watermark = piece[-1].offset
+            write.watermark = (field_name, watermark)
+            registered.update(write.new_windows)
+            writes.append(write)
+        plan.watermark_updates[wm_key] = watermark
+        plan.registry_updates[keys.boards] = registered
+        return writes
+
+    # -- phase 3 ---------------------------------------------------------------
+
+    def commit(self, plan: WritePlan) -> None:
+        """Redis acknowledged ``plan``: the caches may now rely on it."""
+        for member, values in plan.cache_updates.items():
+            self._entries.put(member, values)
+        for member, attempts in plan.attempt_updates.items():
+            self._attempts.put(member, attempts)
+        self._seats.update(plan.seat_updates)
+        self._watermarks.update(plan.watermark_updates)
+        for registry_key, added in plan.registry_updates.items():
+            self._registered.setdefault(registry_key, set()).update(added)
+            if registry_key in self._registries:
+                self._registries[registry_key] |= added
+
+    def beliefs(self) -> dict[tuple[str, str], int]:
+        """The watermark this worker believes Redis holds, per (``meta:wm`` key, field).
+
+        Only the owner of a partition writes its field, so Redis holding
+        anything lower means Redis lost acknowledged writes.
+        """
+        return dict(self._watermarks)
+
+    def assume(self, beliefs: dict[tuple[str, str], int]) -> None:
+        """Start from these watermarks where nothing is believed yet (a restart).
+
+        They come from Redis itself, checked against the progress hash the
+        previous run left, so the audit covers groups this run has not written.
+        """
+        for pair, value in beliefs.items():
+            self._watermarks.setdefault(pair, value)
+
+    def forget(self, corrected: dict[tuple[str, str], int]) -> None:
+        """Redis lost writes (or changed under us): trust nothing cached but the corrections.
+
+        Board values and registries are dropped (they are read again on
+        demand); the watermark beliefs become what Redis now holds for the
+        ``corrected`` pairs, so the next plan of those groups starts from there.
+        """
+        self._entries = GenerationalCache(self._entries.capacity)
+        self._fresh = False  # Redis changed under us: what it holds is no longer ours alone
+        self._attempts = GenerationalCache(self._attempts.capacity)
+        self._seats.clear()
+        self._registries.clear()
+        self._registered.clear()
+        self._watermarks.update(corrected)
+
+    def remember_registries(self, lookups: Lookups, results: LookupResults) -> None:
+        """Keep registries read for a batch even if it turned out to need no write."""
+        for key, value in zip(lookups.registries, results.registries, strict=True):
+            if key not in self._registries:
+                self._registries[key] = set(value) | self._registered.get(key, set())
+
+    def know_partitions(self, topic: str, count: int) -> None:
+        """``topic`` has ``count`` partitions (splits tournaments' ``max_entries``)."""
+        self._partitions[topic] = count
+
+    def cells(self, topic: str, shards: int) -> int:
+        """How many seat cells a tournament of a game split over ``shards`` has on ``topic``.
+
+        :class:`ConfigError` when the topic's partition count was never given:
+        guessing it would split the seats differently from the live job.
+        """
+        count = self._partitions.get(topic)
+        if count is None:
+            raise ConfigError(
+                f"the partition count of topic {topic!r} is unknown: a tournament with "
+                f"max_entries splits its seats by it (BoardPlanner(partitions=...))"
+            )
+        return count * max(1, shards)
+
+    # -- helpers ---------------------------------------------------------------
+
+    def _groups(self, batch: CheckedBatch) -> list[Group]:
+        groups: dict[str, Group] = {}
+        for rec in batch.accepted:
+            tag = group_tag(rec)
+            group = groups.get(tag)
+            if group is None:
+                keys = self._keys.get(tag)
+                if keys is None:
+                    keys = self._keys[tag] = GroupKeys(self._namespace, tag)
+                group = groups[tag] = Group(keys, [])
+            group.records.append(rec)
+        return list(groups.values())
+
+    def _board(self, keys: GroupKeys, rec: Accepted, window: Window) -> Board:
+        spec_key = (keys.tag, rec.event.game_id, window.id)
+        board = self._boards.get(spec_key)
+        if board is None:
+            if len(self._boards) > 100_000:
+                self._boards.clear()
+            codec = rec.game.codec(window)
+            unit = codec.resolution.unit_ms
+            expire_ms = rec.game.expire_at_ms(window)
+            tournament = (
+                rec.game.tournament(window.id.removeprefix("tournament:"))
+                if window.kind is WindowKind.TOURNAMENT
+                else None
+            )
+            board = self._boards[spec_key] = Board(
+                key=keys.board(window.id),
+                window_id=window.id,
+                origin_ms=codec.origin_ms,
+                unit_ms=unit or 0,
+                slots=codec.slots,
+                expire_at_s=None if expire_ms is None else -(-expire_ms // 1000),
+                ascending=codec.ascending,
+                apply=apply_composite_asc if codec.ascending else apply_composite,
+                stop=rec.game.stops_after(window.kind),
+                tournament=tournament,
+                attempts_key="" if tournament is None else keys.attempts(tournament.name),
+                entries_key="" if tournament is None else keys.entries(tournament.name),
+            )
+        return board

@@ -1,0 +1,80 @@
+"""What a piece changed: the members to write, the values to cache, the live changes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from domain.games import GameConfig
+from domain.planner.model import UNKNOWN, Change, Group, GroupWrite, WritePlan
+from domain.scoring import TieCodec
+
+if TYPE_CHECKING:
+    from domain.planner.fold import Fold
+
+
+def emit(fold: Fold, group: Group, write: GroupWrite, plan: WritePlan, changes: bool) -> None:
+    """The piece's changed members into ``write``; the players' values into the plan.
+
+    Per (board, player) only the piece's final value is written, and only when
+    it differs from the value before the piece.
+    """
+    fold.tally.emit(write, plan)
+    keys = fold.keys
+    tag = keys.tag
+    initial, working = fold.initial, fold.working
+    board_keys: dict[str, str] = {}
+    cache_updates = plan.cache_updates
+    retracted = fold.retracted
+    for player, mine in working.items():
+        before = initial[player]
+        for window_id, value in mine.items():
+            if value == before.get(window_id, UNKNOWN) and window_id in before:
+                continue
+            target = board_keys.get(window_id)
+            if target is None:
+                target = board_keys[window_id] = keys.board(window_id)
+            if value is None:
+                write.zrem.setdefault(target, []).append(player)
+            else:
+                write.zadd.setdefault(target, {})[player] = value
+        # Only a RETRACT leaves values it never read (UNKNOWN); without one
+        # the working dict, this piece's own, is the cache's new entry as is.
+        cache_updates[(tag, player)] = (
+            {w: v for w, v in mine.items() if v != UNKNOWN} if retracted else mine
+        )
+    if changes:
+        write.changes = group_changes(group.records[0].game, initial, working)
+
+
+def group_changes(
+    game: GameConfig,
+    initial: dict[str, dict[str, int | None]],
+    working: dict[str, dict[str, int | None]],
+) -> list[Change]:
+    """The members whose value a group write changes, with decoded scores.
+
+    Kept apart from the fold so live pushes add no work to its hot loop: it
+    walks the same before/after values the zadd/zrem lists come from, once.
+    """
+    codecs: dict[str, tuple[TieCodec, int]] = {}
+    out: list[Change] = []
+    for player, mine in working.items():
+        before = initial[player]
+        for window_id, value in mine.items():
+            old = before.get(window_id, UNKNOWN)
+            if value == old and window_id in before:
+                continue
+            known = codecs.get(window_id)
+            if known is None:
+                codec = game.codec(game.window(window_id))
+                known = codecs[window_id] = (codec, codec.slots)
+            codec, size = known
+            out.append(
+                Change(
+                    window_id,
+                    player,
+                    None if old is None or old == UNKNOWN else codec.stored(old // size),
+                    None if value is None else codec.stored(value // size),
+                )
+            )
+    return out

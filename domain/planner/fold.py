@@ -1,0 +1,237 @@
+"""The per-event fold: a piece of one group's records over its players' values.
+
+The hot loop of the job. :func:`fold` walks the records once: dedupe by event
+id, the player's values (first sight in the piece: carried from an earlier
+piece, the cache or the batch's read), then :func:`score` for each board the
+record scores on. Everything a record needs is in locals or one attribute
+away; what happens rarely (a new dedupe bucket, a player's first record, a
+window's first touch, a RETRACT) is a method of :class:`Fold`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from domain.events import EventKind
+from domain.games import Operator
+from domain.keys import GroupKeys
+from domain.operators import saturates_composite
+from domain.planner.cache import GenerationalCache
+from domain.planner.dedupe import seen_within, sources
+from domain.planner.model import (
+    APPLIED,
+    DUPLICATE,
+    NOOP,
+    SATURATED,
+    UNKNOWN,
+    Board,
+    GroupWrite,
+)
+from domain.planner.tournaments import Tournaments
+from domain.records import Accepted
+from domain.windows import Window
+
+#: Default bound on the Redis updates (board members and event ids) one atomic
+#: group write makes (``LB_WRITE_MAX_UPDATES``): the longest a reader of the same
+#: Redis waits behind the job (docs/DESIGN.md, "Bounded group writes").
+MAX_UPDATES = 1000
+
+#: :func:`score`'s answer: the record changed state, an ``INCR`` total was capped.
+CHANGED, CAPPED = 1, 2
+
+_RETRACT = EventKind.RETRACT
+
+
+def pieces(records: list[Accepted], bound: int, retract_cost: int) -> list[list[Accepted]]:
+    """Runs of consecutive records whose Redis updates stay within ``bound`` each.
+
+    Why: one group write is one Lua call, and Redis serves nobody else while it
+    runs; game backends read the same Redis, so the updates one call may make
+    bound the longest stall a reader sees. A record costs one update per
+    window it scores on plus one for its event id (a RETRACT: one per
+    registered window). A record is never split, so a piece holds at least
+    one; ``bound <= 0`` keeps the group whole.
+    """
+    if bound <= 0:
+        return [records]
+    out: list[list[Accepted]] = []
+    start = used = 0
+    for at, rec in enumerate(records):
+        cost = 1 + (retract_cost if rec.event.kind is _RETRACT else len(rec.windows))
+        if used and used + cost > bound:
+            out.append(records[start:at])
+            start, used = at, 0
+        used += cost
+    out.append(records[start:] if start else records)
+    return out
+
+
+@dataclass(slots=True)
+class Fold:
+    """One group's state across the pieces of one batch."""
+
+    keys: GroupKeys
+    #: The windows the group's registry holds, as far as this worker knows.
+    registry: set[str]
+    tally: Tournaments
+    horizon_ms: int
+    #: The planner's cache of players' values (read only here).
+    entries: GenerationalCache[dict[str, int | None]]
+    #: The board a record's window names (the planner keeps them).
+    board_of: Callable[[GroupKeys, Accepted, Window], Board]
+    #: The batch's reads: event ids per seen-bucket key, values per (board, player).
+    seen_read: dict[str, dict[str, int]]
+    scores_read: dict[tuple[str, str], int | None]
+    boards: dict[str, Board] = field(default_factory=dict)
+    #: Per player: the values before the current piece and as the piece goes.
+    initial: dict[str, dict[str, int | None]] = field(default_factory=dict)
+    working: dict[str, dict[str, int | None]] = field(default_factory=dict)
+    #: Per player: the values after the earlier pieces (ahead of the cache).
+    carried: dict[str, dict[str, int | None]] = field(default_factory=dict)
+    #: Windows the current piece registered (once per window and piece).
+    touched: set[str] = field(default_factory=set)
+    retracted: bool = False
+
+    def start(self, player: str) -> dict[str, int | None]:
+        """A player's first record in the piece: their values as the piece starts."""
+        cached = self.carried.get(player) if self.carried else None
+        if cached is None:
+            cached = self.entries.get((self.keys.tag, player))
+        before = dict(cached) if cached is not None else {}
+        self.initial[player] = before
+        mine = self.working[player] = dict(before)
+        return mine
+
+    def board(self, rec: Accepted, window: Window) -> Board:
+        """The board of ``window`` (kept for the rest of the batch)."""
+        board = self.boards[window.id] = self.board_of(self.keys, rec, window)
+        return board
+
+    def touch(self, board: Board, write: GroupWrite) -> None:
+        """A window's first record in the piece: register it and set its expiry.
+
+        With every write that touches the window, not only the first: a Redis
+        that lost writes may have lost the registration while this worker still
+        remembers it.
+        """
+        self.touched.add(board.window_id)
+        self.registry.add(board.window_id)
+        write.new_windows.append(board.window_id)
+        if board.expire_at_s is not None:
+            write.expire_at_s[board.key] = board.expire_at_s
+
+    def retract(self, player: str, mine: dict[str, int | None]) -> None:
+        """A RETRACT: the player leaves every registered board of the group.
+
+        Counted as applied whether or not the player was on a board: knowing
+        would cost a read, and counts must not depend on the cache. A board
+        whose value was never read keeps ``UNKNOWN`` as its value before, so
+        the removal is written without knowing what it removes.
+        """
+        self.retracted = True
+        before = self.initial[player]
+        for window_id in sorted(self.registry):
+            if window_id not in mine:
+                key = (self.keys.board(window_id), player)
+                before[window_id] = self.scores_read.get(key, UNKNOWN)
+            mine[window_id] = None
+
+    def next_piece(self, done: GroupWrite) -> None:
+        """Start a piece where ``done`` ended: its values and event ids are now the past."""
+        if self.retracted:
+            for player, mine in self.working.items():
+                self.carried[player] = {w: v for w, v in mine.items() if v != UNKNOWN}
+        else:
+            self.carried.update(self.working)
+        self.initial, self.working = {}, {}
+        self.touched = set()
+        for key, ids in done.seen.items():
+            self.seen_read.setdefault(key, {}).update(ids)
+        self.tally.next_piece()
+
+
+def fold(state: Fold, piece: list[Accepted], write: GroupWrite) -> None:
+    """Fold ``piece`` into ``state``'s working values; the event ids and counters into ``write``."""
+    horizon = state.horizon_ms
+    working, initial = state.working, state.initial
+    applied = noop = duplicates = saturated = 0
+    last_bucket: int | None = None
+    ids: dict[str, int] = {}
+    known: tuple[dict[str, int], ...] = ()
+    for rec in piece:
+        event = rec.event
+        record_ts = rec.record_ts_ms
+        bucket = record_ts // horizon
+        if bucket != last_bucket:
+            last_bucket = bucket
+            ids, known = sources(state.keys, bucket, write.seen, state.seen_read)
+        event_id = event.event_id
+        if seen_within(known, event_id, record_ts, horizon):
+            duplicates += 1
+            continue
+        ids[event_id] = record_ts
+        player = event.player_id
+        mine = working.get(player)
+        if mine is None:
+            mine = state.start(player)
+        if event.kind is _RETRACT:
+            state.retract(player, mine)
+            applied += 1
+            continue
+        outcome = score(state, rec, player, initial[player], mine, write)
+        if outcome & CHANGED:
+            applied += 1
+        else:
+            noop += 1
+        saturated += outcome >> 1
+    write.stats = {APPLIED: applied, NOOP: noop, DUPLICATE: duplicates, SATURATED: saturated}
+
+
+def score(
+    state: Fold,
+    rec: Accepted,
+    player: str,
+    before: dict[str, int | None],
+    mine: dict[str, int | None],
+    write: GroupWrite,
+) -> int:
+    """A SCORE record on each board it scores on; :data:`CHANGED` and/or :data:`CAPPED`."""
+    game = rec.game
+    op = game.operator
+    incr = op is Operator.INCR
+    best = op is Operator.BEST
+    cap = game.max_score
+    value = rec.event.score
+    ts = rec.event.ts_ms
+    boards, touched = state.boards, state.touched
+    out = 0
+    for window in rec.windows:
+        # One game per group, so a window id names one board here.
+        board = boards.get(window.id) or state.board(rec, window)
+        if board.tournament is not None:
+            if not state.tally.attempt(board, player):
+                continue  # refused (counted): this board only, not the others
+            out |= CHANGED  # an attempt counted: the record changed state
+        window_id = board.window_id
+        if window_id not in touched:
+            state.touch(board, write)
+        if window_id in mine:
+            current = mine[window_id]
+        else:
+            current = before[window_id] = mine[window_id] = state.scores_read.get(
+                (board.key, player)
+            )
+        slot = (ts - board.origin_ms) // board.unit_ms if board.unit_ms else 0
+        if incr and saturates_composite(current, value, board.slots, cap, board.ascending):
+            out |= CAPPED
+        new = board.apply(op, current, value, slot, board.slots, cap)
+        if new == current:
+            if best and board.stop:
+                # Windows come narrowest first and every wider board
+                # contains this one, so its best is never below: done.
+                break
+            continue
+        mine[window_id] = new
+        out |= CHANGED
+    return out

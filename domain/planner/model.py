@@ -1,0 +1,167 @@
+"""The planner's inputs and outputs: what to read, what was read, what to write.
+
+Plain data, no behaviour beyond a total: the sink turns :class:`Lookups` into
+read commands and :class:`GroupWrite` into one atomic Lua call each; the planner
+fills them. :class:`Group`, :class:`Board` and :class:`Reads` are the planner's
+own working shapes, shared by its modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from domain.games import Operator, Tournament
+from domain.keys import GroupKeys
+from domain.operators import apply_composite
+from domain.records import Accepted
+
+#: Counter names kept in ``meta:stats`` (written in the same transaction as the boards).
+APPLIED = "applied"
+NOOP = "noop"
+DUPLICATE = "duplicate"
+SATURATED = "saturated"
+#: Tournament refusals (counted besides the outcome above, never dead-lettered): the
+#: player's partition has no seat left, or the player has used every attempt.
+TOURNAMENT_FULL = "tournament_full"
+ATTEMPTS_USED_UP = "attempts_used_up"
+#: Every counter of ``meta:stats``; the first three partition the accepted records.
+COUNTERS = (APPLIED, NOOP, DUPLICATE, SATURATED, TOURNAMENT_FULL, ATTEMPTS_USED_UP)
+
+#: A member whose value was never read (a RETRACT removes it without looking).
+UNKNOWN = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Board:
+    """What the hot loop needs of one board, computed once per window."""
+
+    key: str
+    window_id: str
+    origin_ms: int
+    unit_ms: int  # 0: no time tie-break (every event in slot 0)
+    slots: int
+    expire_at_s: int | None
+    #: Lowest score wins: values are ``max_score - score`` (domain.scoring).
+    ascending: bool = False
+    #: How an event changes a value here (``apply_composite``, or its ``_asc`` twin).
+    apply: Callable[[Operator, int | None, int, int, int, int], int] = apply_composite
+    #: An unchanged ``best`` here leaves every wider board of the record unchanged.
+    stop: bool = True
+    #: A tournament's board: its caps, and the keys of its attempts and seats.
+    tournament: Tournament | None = None
+    attempts_key: str = ""
+    entries_key: str = ""
+
+
+@dataclass
+class Lookups:
+    """What must be read from Redis before a batch can be planned."""
+
+    watermarks: list[tuple[str, str]] = field(default_factory=list)
+    seen: list[tuple[str, list[str]]] = field(default_factory=list)
+    scores: list[tuple[str, list[str]]] = field(default_factory=list)
+    registries: list[str] = field(default_factory=list)
+    #: Tournament counts (``HMGET``): players' attempts, partitions' seats taken.
+    counts: list[tuple[str, list[str]]] = field(default_factory=list)
+    #: The batch's records by board group, as :meth:`BoardPlanner.lookups` grouped
+    #: them: :meth:`BoardPlanner.plan` of the same batch takes them instead of
+    #: grouping again. Not a read.
+    groups: list[Group] | None = field(default=None, repr=False, compare=False)
+
+    def __bool__(self) -> bool:
+        return bool(self.watermarks or self.seen or self.scores or self.registries or self.counts)
+
+
+@dataclass
+class LookupResults:
+    """Redis's answers, in the order of the :class:`Lookups` lists."""
+
+    watermarks: list[int | None] = field(default_factory=list)
+    seen: list[list[int | None]] = field(default_factory=list)
+    scores: list[list[float | int | None]] = field(default_factory=list)
+    registries: list[set[str]] = field(default_factory=list)
+    counts: list[list[int | None]] = field(default_factory=list)
+
+
+class Change(NamedTuple):
+    """One member's change on one board, as the live pushes announce it.
+
+    Scores are decoded (not composites); ``None`` means "not on the board"
+    (``old`` is also ``None`` when a RETRACT removed a value it never read).
+    A NamedTuple: a batch of new players makes one per board per player.
+    """
+
+    window_id: str
+    player_id: str
+    old: int | None
+    new: int | None
+
+
+@dataclass
+class GroupWrite:
+    """One board group's share of a batch: applied atomically (one MULTI/EXEC)."""
+
+    keys: GroupKeys
+    zadd: dict[str, dict[str, int]] = field(default_factory=dict)
+    zrem: dict[str, list[str]] = field(default_factory=dict)
+    expire_at_s: dict[str, int] = field(default_factory=dict)
+    #: Window ids the batch wrote in this group (SADDed to the registry every time).
+    new_windows: list[str] = field(default_factory=list)
+    seen: dict[str, dict[str, int]] = field(default_factory=dict)
+    seen_ttl_s: int = 0
+    watermark: tuple[str, int] = ("", -1)
+    #: The stored watermark this plan was based on (-1: none). Redis refuses
+    #: the write when it holds anything else below ``watermark``: it lost
+    #: writes (or someone else wrote), and the plan's values are stale.
+    expected: int = -1
+    stats: dict[str, int] = field(default_factory=dict)
+    #: What changed, appended to the group's change stream in the same atomic write.
+    changes: list[Change] = field(default_factory=list)
+    #: Tournament counts set to absolute values (``HSET key field value``): a
+    #: player's attempts, a partition's seats taken.
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+@dataclass
+class WritePlan:
+    """Everything one batch writes, grouped by hash tag, plus the cache updates."""
+
+    partition: int
+    groups: list[GroupWrite] = field(default_factory=list)
+    cache_updates: dict[tuple[str, str], dict[str, int | None]] = field(default_factory=dict)
+    watermark_updates: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: Windows newly registered per registry key (SADDed by this plan).
+    registry_updates: dict[str, set[str]] = field(default_factory=dict)
+    #: Per (tag, player): the tournament attempts known after this plan.
+    attempt_updates: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    #: Per (entries key, partition field): the seats taken after this plan.
+    seat_updates: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def totals(self) -> dict[str, int]:
+        """Counters summed over groups (for logs and metrics)."""
+        out: dict[str, int] = {}
+        for group in self.groups:
+            for name, value in group.stats.items():
+                out[name] = out.get(name, 0) + value
+        return out
+
+
+@dataclass
+class Group:
+    """One board group's records of a batch, in log order."""
+
+    keys: GroupKeys
+    records: list[Accepted]
+
+
+@dataclass(frozen=True, slots=True)
+class Reads:
+    """A batch's lookup answers, by key."""
+
+    watermarks: dict[str, int]
+    seen: dict[str, dict[str, int]]
+    scores: dict[tuple[str, str], int | None]
+    registries: dict[str, set[str]]
+    counts: dict[tuple[str, str], int]
