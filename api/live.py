@@ -2,7 +2,7 @@
 
 The streaming job appends every board change to its group's capped stream
 ``<ns>:{<tag>}:changes`` in the same Lua call that writes the board
-(:mod:`sinks.redis_boards`), so the stream is exactly the sequence of writes.
+(:mod:`sinks.boards`), so the stream is exactly the sequence of writes.
 One :class:`ChangeHub` per server reads each watched stream with one blocking
 ``XREAD`` loop, however many subscribers watch it, and hands every entry to
 each subscriber's bounded queue. A subscriber whose queue overflows is

@@ -51,7 +51,7 @@ from domain.signing import parse_keyring
 from domain.validation import Validator
 from schemas.codec import ScoreEventCodec
 from schemas.decode_verify import decode_verifier, native_module
-from sinks.redis_boards import RedisBoardStore
+from sinks.boards import RedisBoardStore
 
 PARTITIONS = 4
 

@@ -98,7 +98,7 @@ from domain.validation import Validator
 from domain.windows import WindowKind, window_for
 from schemas.codec import ScoreEventCodec
 from schemas.decode_verify import decode_verifier
-from sinks.redis_boards import RedisBoardStore
+from sinks.boards import RedisBoardStore
 from sources.producer import ScoreProducer
 
 PARTITIONS = 8

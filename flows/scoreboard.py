@@ -30,8 +30,8 @@ from domain.rewinds import Rewinds
 from domain.validation import Validator
 from flows import preflight, progress
 from schemas.decode_verify import decode_verifier
+from sinks.boards import RedisBoardSink, ResumeFromRedis
 from sinks.dead_letters import DeadLetterSink
-from sinks.redis_boards import RedisBoardSink, ResumeFromRedis
 from sources.kafka_source import ScoreTopicSource, StopSignal
 from telemetry import hooks, job
 

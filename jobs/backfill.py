@@ -47,9 +47,9 @@ from domain.validation import Validator
 from jobs.replay import apply_round
 from jobs.replay_workers import Part, Tools, replay_part, run_parts
 from jobs.verifier import LogReader
+from sinks.boards import RedisBoardStore
 from sinks.cutover import FOREIGN, FillResult, Replaced, fill_group, replace_group, tags
 from sinks.namespace_swap import drop_namespace
-from sinks.redis_boards import RedisBoardStore
 from sources.kafka_source import topic_partitions
 
 

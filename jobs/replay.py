@@ -13,7 +13,7 @@ from domain.errors import ServiceError
 from domain.planner import BoardPlanner, PlanRound, WritePlan
 from domain.records import Accepted, CheckedBatch, RecordBatch
 from domain.validation import Validator
-from sinks.redis_boards import RedisBoardStore, refused_at
+from sinks.boards import RedisBoardStore, refused_at
 
 
 def apply_replayed(

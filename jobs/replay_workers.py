@@ -39,7 +39,7 @@ from domain.records import Accepted
 from domain.validation import Validator
 from jobs.replay import apply_round
 from jobs.verifier import LogReader
-from sinks.redis_boards import RedisBoardStore
+from sinks.boards import RedisBoardStore
 
 #: Builds a worker's Redis client, log reader and validator (picklable: a
 #: top-level function or a ``functools.partial`` of one).

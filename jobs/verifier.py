@@ -2,7 +2,7 @@
 
 The log is replayed into a scratch namespace with the job's own code path
 (:class:`~domain.validation.Validator`, :class:`~domain.planner.BoardPlanner`,
-:class:`~sinks.redis_boards.RedisBoardStore` and its Lua write), then every
+:class:`~sinks.boards.store.RedisBoardStore` and its Lua write), then every
 board member, value and counter (and every tournament's attempts and seats)
 is compared with the live keys. Live keys are only ever read.
 
@@ -40,8 +40,8 @@ from domain.records import Accepted, RecordBatch, SourceRecord
 from domain.validation import Validator
 from jobs.replay import apply_replayed
 from jobs.topk_merger import glob_escape
+from sinks.boards import RedisBoardStore
 from sinks.namespace_swap import drop_namespace
-from sinks.redis_boards import RedisBoardStore
 from sources.kafka_source import topic_partitions
 
 #: Members per ZSCAN/ZMSCORE chunk (first pass) and per atomic re-read (second pass).

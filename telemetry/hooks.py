@@ -126,39 +126,24 @@ def timed(stage: str, step: Callable[[T], R]) -> Callable[[T], R]:
     return run
 
 
-def instrument_board_sink(store: Any, planner: Any) -> None:
-    """Time the board sink's stages (plan, Redis read, Redis write); watch the planner's cache.
-
-    Wraps the bound methods on these two instances only: the sink's code is
-    unchanged and a process with metrics off never sees a wrapper.
-    """
+def board_sink_started(planner: Any) -> None:
+    """A worker's board sink connected: watch its planner's cache size."""
     if not _state.enabled:
         return
     _state.planners.add(planner)
     _state.health.connected = True
-    # The sink's round trip (reads, plus the answers to the writes sent the round
-    # before) is ``redis_read``; sending a round's writes, which does not wait
-    # for them, is ``redis_write`` (a cluster's synchronous write included).
-    for owner, name, stage in (
-        (planner, "plan", "plan"),
-        (store, "exchange", "redis_read"),
-        (store, "send_writes", "redis_write"),
-    ):
-        method = getattr(owner, name, None)
-        if method is not None:
-            setattr(owner, name, _timed_call(stage, method))
 
 
-def _timed_call(stage: str, call: Callable[..., R]) -> Callable[..., R]:
-    seconds = metrics.BATCH_SECONDS.labels(stage)
+def stage(name: str, seconds: float) -> None:
+    """The board sink spent ``seconds`` in stage ``name`` of a round.
 
-    def run(*args: Any, **kwargs: Any) -> R:
-        started = time.perf_counter()
-        out = call(*args, **kwargs)
-        seconds.observe(time.perf_counter() - started)
-        return out
-
-    return run
+    ``plan``; ``redis_read``: the round trip (this round's reads, plus the
+    answers to the writes sent the round before); ``redis_write``: sending a
+    round's writes, which does not wait for them (a cluster's synchronous write
+    included).
+    """
+    if _state.enabled:
+        metrics.BATCH_SECONDS.labels(name).observe(seconds)
 
 
 def group_writes(micros: list[int]) -> None:

@@ -21,7 +21,7 @@ STEPS = {
     "sources.kafka_source": "score_events",
     "domain.validation": "validate",
     "sinks.dead_letters": "dead_letters",
-    "sinks.redis_boards": "boards",
+    "sinks.boards": "boards",
     "sinks.retry": "boards",
     "flows.progress": "progress",
     "flows": "flow",

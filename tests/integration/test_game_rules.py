@@ -30,7 +30,7 @@ from domain.records import Accepted, CheckedBatch
 from jobs.archiver import Archiver, archive_path
 from readers.boards import BoardReader
 from readers.friends import FriendsReader
-from sinks.redis_boards import RedisBoardStore
+from sinks.boards import RedisBoardStore
 
 pytestmark = pytest.mark.integration
 

@@ -2,9 +2,9 @@
 
 Not a mock of a Redis client: plain dictionaries holding the same data Redis
 would hold (sorted sets, hashes, sets), answering the planner's reads the way
-``sinks.redis_boards.RedisBoardStore.read`` does and applying a
+``sinks.boards.store.RedisBoardStore.read`` does and applying a
 :class:`~domain.planner.WritePlan` with the semantics of the Lua script
-``APPLY_GROUP`` in ``sinks/redis_boards.py``:
+``APPLY_GROUP`` in ``sinks/boards/apply_group.lua``:
 
 * per group, if the stored watermark of the partition is ``>=`` the batch's
   offset, nothing happens (the group was applied before a crash); if it is

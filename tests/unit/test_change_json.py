@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from domain.planner import Change
-from sinks.redis_boards import _change_json
+from sinks.boards.encoding import change_json as _change_json
 
 pytestmark = pytest.mark.unit
 

@@ -8,9 +8,12 @@ from hypothesis import strategies as st
 
 from domain.keys import GroupKeys
 from domain.planner import GroupWrite
-from sinks.redis_boards import _encode
+from sinks.boards.encoding import encode as _encode
 
 pytestmark = pytest.mark.unit
+
+#: Arguments before the first board's key index (apply_group.lua's ARGV[1..5]).
+HEAD = 5
 
 boards = st.dictionaries(
     st.sampled_from(["alltime", "weekly:2026-W48", "daily:2026-11-25"]),
@@ -31,8 +34,12 @@ def _write(zadd: dict[str, dict[str, int]]) -> GroupWrite:
 
 
 def _zadd_sections(args: list[object], boards: int) -> list[list[tuple[object, object]]]:
-    """Each board's (score, member) pairs, read back as the script reads them."""
-    at, out = 4, []
+    """Each board's (score, member) pairs, read back as the script reads them.
+
+    The arguments start with field, offset, expected watermark, members per
+    command, and the count of boards (apply_group.lua).
+    """
+    at, out = HEAD, []
     for _ in range(boards):
         count = int(str(args[at + 1]))
         flat = args[at + 2 : at + 2 + 2 * count]
@@ -55,5 +62,5 @@ def test_sorted_members_are_the_same_pairs_in_ascending_score(
         scores = [int(str(score)) for score, _ in as_sent]
         assert scores == sorted(scores)
     # Everything after the members (removals, expiries, ids, counters, watermark) is untouched.
-    tail = 4 + sum(2 + 2 * len(members) for members in zadd.values())
-    assert ordered[tail:] == plain[tail:] and ordered[:4] == plain[:4]
+    tail = HEAD + sum(2 + 2 * len(members) for members in zadd.values())
+    assert ordered[tail:] == plain[tail:] and ordered[:HEAD] == plain[:HEAD]

@@ -28,7 +28,8 @@ from domain.healing import PROGRESS_FIELD, audit, resume_offset
 from domain.planner import BoardPlanner, LookupResults, Lookups, WritePlan
 from domain.records import CheckedBatch
 from domain.rewinds import Rewinds
-from sinks.redis_boards import _BoardPartition, read_resume_state
+from sinks.boards import BoardPartition as _BoardPartition
+from sinks.boards import read_resume_state
 from tests.unit.boardmodel import BoardModel
 from tests.unit.test_planner import (
     HORIZON_MS,

@@ -177,7 +177,7 @@ def test_json_log_lines_carry_level_step_partition_and_counters() -> None:
     assert doc["level"] == "warning" and doc["msg"] == "x 3"
     assert doc["step"] == "score_events" and doc["partition"] == 2
     assert doc["counters"] == {"lag_records": 5}
-    assert step_of("sinks.redis_boards") == "boards"
+    assert step_of("sinks.boards.partition") == "boards"
     assert step_of("something.else") == "something.else"
 
 

@@ -1,0 +1,149 @@
+"""A group write as the script's keys and arguments; the script's answers back.
+
+The argument layout is ``apply_group.lua``'s: this module and that script change
+together, and nothing else knows either.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from operator import itemgetter
+from typing import Any
+
+from domain.keys import CHANGES_MAXLEN
+from domain.planner import Change, GroupWrite
+from telemetry import hooks
+
+#: Members per ZADD/ZREM/HSET/SADD call inside the script (Lua's ``unpack`` takes
+#: about 8000 values at most; a member is one or two).
+PER_COMMAND = 1000
+
+
+def refused_at(answer: int) -> int | None:
+    """The watermark Redis held when it refused a group's write, else None.
+
+    ``APPLY_GROUP``'s outcome is 1 (applied), 0 (applied before) or
+    ``-2 - stored`` (refused; ``stored`` is -1 when the field is missing).
+    """
+    return None if answer >= 0 else -2 - answer
+
+
+def outcomes(replies: list[Any]) -> list[int]:
+    """Each group write's outcome; the time Redis spent on the applied ones goes to telemetry.
+
+    Raises the first error reply (after every reply was read).
+    """
+    outcomes: list[int] = []
+    micros: list[int] = []
+    for reply in raise_first_error(replies):
+        outcome, spent = reply
+        outcomes.append(int(outcome))
+        if outcome == 1:
+            micros.append(int(spent))
+    hooks.group_writes(micros)
+    return outcomes
+
+
+#: A (member, score) pair's score: the sort key of ``encode(sort_members=True)``.
+_SCORE = itemgetter(1)
+
+
+def encode(write: GroupWrite, sort_members: bool = False) -> tuple[list[str], list[Any]]:
+    """The script's keys and arguments for one group write (layout: ``apply_group.lua``).
+
+    ``sort_members`` sends each board's members in ascending score: Redis then
+    inserts neighbours one after another into its skip list, which costs it
+    less than scattered inserts when the board is large (``bench.redis_floor``,
+    10M members per board: a sixth to a third less Redis CPU in ``ZADD``,
+    docs/BENCHMARKS.md). The set written is the same either way: one value per
+    member, order-free.
+    """
+    keys: list[str] = [write.keys.watermarks, write.keys.stats, write.keys.boards]
+    index: dict[str, int] = {}
+
+    def key_index(key: str) -> int:
+        at = index.get(key)
+        if at is None:
+            keys.append(key)
+            at = index[key] = len(keys)
+        return at
+
+    field_name, offset = write.watermark
+    args: list[Any] = [field_name, offset, write.expected, PER_COMMAND, len(write.zadd)]
+    for key, members in write.zadd.items():
+        args += [key_index(key), len(members)]
+        pairs = sorted(members.items(), key=_SCORE) if sort_members else members.items()
+        for member, score in pairs:
+            args += [score, member]
+    args.append(len(write.zrem))
+    for key, players in write.zrem.items():
+        args += [key_index(key), len(players), *players]
+    args.append(len(write.expire_at_s))
+    for key, at in write.expire_at_s.items():
+        args += [key_index(key), at]
+    args += [len(write.new_windows), *write.new_windows]
+    args.append(len(write.seen))
+    for key, ids in write.seen.items():
+        args += [key_index(key), write.seen_ttl_s, len(ids)]
+        for event_id, ts in ids.items():
+            args += [event_id, ts]
+    args.append(len(write.counts))
+    for key, values in write.counts.items():
+        args += [key_index(key), len(values)]
+        for name, count in values.items():
+            args += [name, count]
+    args.append(len(write.stats))
+    for name, by in write.stats.items():
+        args += [name, by]
+    if write.changes:
+        args += [1, key_index(write.keys.changes), CHANGES_MAXLEN]
+        args.append("[" + ",".join(map(change_json, write.changes)) + "]")
+    else:
+        args.append(0)
+    return keys, args
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9._:@-]*")
+
+
+def _json_text(text: str) -> str:
+    """``text`` as a JSON string; ids are nearly always plain, so skip the encoder then."""
+    return f'"{text}"' if _PLAIN.fullmatch(text) else json.dumps(text)
+
+
+def change_json(change: Change) -> str:
+    """A change as the stream's JSON object (``{"w":..,"p":..,"o":..,"n":..}``).
+
+    Built here, not in the script: Redis runs one thread for everyone, and a
+    Lua table per change, its cjson encoding and a rank lookup per change cost
+    it more than the change's own ``ZADD`` (measured with ``INFO
+    commandstats`` on the new-players workload). Readers that need ranks ask
+    the board (the push server does, once per page).
+    """
+    window = _WINDOW_JSON.get(change.window_id)
+    if window is None:
+        if len(_WINDOW_JSON) > 10_000:
+            _WINDOW_JSON.clear()
+        window = _WINDOW_JSON[change.window_id] = '{"w":' + _json_text(change.window_id)
+    return (
+        f'{window},"p":{_json_text(change.player_id)},'
+        f'"o":"{_text(change.old)}","n":"{_text(change.new)}"}}'
+    )
+
+
+#: ``{"w":<window id>`` per window id: a handful of windows carry every change.
+_WINDOW_JSON: dict[str, str] = {}
+
+
+def raise_first_error(replies: list[Any]) -> list[Any]:
+    """The replies, or the first error reply raised (after every reply was read)."""
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
+def _text(score: int | None) -> str:
+    """A score for the change stream: decimal text (exact past 2**53), '' for absent."""
+    return "" if score is None else str(score)

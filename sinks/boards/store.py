@@ -1,0 +1,337 @@
+"""The board store: batched reads and atomic group writes against Redis, no decisions.
+
+Commands leave in one round trip per round of batches: the previous round's
+write answers and this round's reads come back together, and this round's
+writes leave without waiting (on a standalone Redis, packed by hiredis on one
+connection, :mod:`sinks.wire`; on a cluster, one pipeline per master).
+
+Outages: a dropped connection, a timeout (``LB_REDIS_TIMEOUT_S``), Redis
+loading its AOF after a restart, or a cluster failing over makes the store wait
+and re-send the same round trip with backoff for up to ``LB_REDIS_RETRY_S``,
+then fail loudly (:class:`~domain.errors.RetryBudgetExceeded`). Re-sending a
+write that Redis had in fact applied before the connection dropped is a
+no-op thanks to the watermark guard, so waiting never doubles an effect;
+while it waits the worker reads nothing more (backpressure, not loss).
+
+Live pushes: the same Lua call appends what it changed (window, player, old
+and new score) as one entry to the group's capped change stream
+(``domain.keys.GroupKeys.changes``), so a subscriber sees exactly the writes
+that happened, in order, and never one that was rolled back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import redis
+from redis.cluster import RedisCluster
+from redis.exceptions import NoScriptError
+
+from domain.backoff import Backoff
+from domain.errors import RetryBudgetExceeded, ServiceError, StopRequested
+from domain.planner import LookupResults, Lookups, WritePlan
+from sinks.boards.encoding import encode, outcomes, raise_first_error
+from sinks.boards.reads import parse_reads, read_commands
+from sinks.retry import abandon, call_with_retry, give_up
+from sinks.wire import RawPipeline
+
+log = logging.getLogger(__name__)
+
+#: Errors after which re-sending the same round trip is safe and may succeed: the
+#: connection dropped or timed out (BusyLoadingError, Redis loading its AOF, is a
+#: ConnectionError), or a cluster is failing over (slots moving, a master down,
+#: a demoted master refusing writes, the slot map unreachable).
+TRANSIENT: tuple[type[BaseException], ...] = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.ClusterError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.AskError,
+    redis.exceptions.RedisClusterException,
+)
+
+#: Connection errors no wait can fix: wrong credentials, a user without the rights.
+PERMANENT: tuple[type[BaseException], ...] = (
+    redis.AuthenticationError,
+    redis.exceptions.AuthorizationError,
+)
+
+#: Fail on the first error (tools and benchmarks that would rather stop than wait).
+NO_RETRY = Backoff(budget_s=0)
+
+#: The group write (``apply_group.lua``; arguments: :func:`sinks.boards.encoding.encode`).
+APPLY_GROUP = (Path(__file__).with_name("apply_group.lua")).read_text()
+
+
+class RedisBoardStore:
+    """Batched reads and atomic per-group writes; no decisions of its own.
+
+    Every round trip is retried under ``retry`` (see the module docstring);
+    other Redis errors (a script error, out of memory) fail at once.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        retry: Backoff = NO_RETRY,
+        stopping: Callable[[], bool] = lambda: False,
+        *,
+        sort_members: bool = False,
+    ) -> None:
+        """``sort_members``: send each board's members in score order (replays; see ``_encode``)."""
+        self._client = client
+        self._retry = retry
+        self._sort = sort_members
+        self._stopping = stopping
+        self._cluster = isinstance(client, RedisCluster)
+        # Standalone: commands packed by hiredis on one connection (sinks.wire);
+        # a cluster goes through redis-py's cluster client, which routes them.
+        self._wire = None if self._cluster else RawPipeline(client)
+        #: Encoded group writes sent without waiting (see send_writes).
+        self._inflight: list[tuple[list[str], list[Any]]] | None = None
+        self._inflight_sent = False
+        self._stale_slots = False
+
+    def _round_trip(self, what: str, call: Any) -> Any:
+        try:
+            return call_with_retry(
+                call,
+                what=what,
+                policy=self._retry,
+                transient=TRANSIENT,
+                permanent=PERMANENT,
+                setting="LB_REDIS_RETRY_S",
+                after_failure=self._forget_slots,
+                stopping=self._stopping,
+            )
+        except StopRequested as exc:
+            abandon(exc)
+        except redis.RedisError as exc:
+            raise ServiceError(f"{what} failed: {exc}") from exc
+
+    def _forget_slots(self) -> None:
+        """After a failure a cluster's slot map may be stale: refresh it before the next try."""
+        self._stale_slots = self._cluster
+
+    def _refresh_slots(self) -> None:
+        if self._stale_slots:
+            self._client.nodes_manager.initialize()
+            self._stale_slots = False
+
+    def read(self, lookups: Lookups) -> LookupResults:
+        """Answer every lookup in one pipelined round trip."""
+        return self.read_many([lookups])[0]
+
+    def read_watermarks(self, pairs: Sequence[tuple[str, str]]) -> list[int | None]:
+        """The stored watermark of each ``(meta:wm key, field)``, in one round trip."""
+        _, stored = self.read_many_and_audit([], audit=pairs)
+        return stored
+
+    def read_progress(self, key: str) -> dict[str, int]:
+        """A partition's progress hash (see :mod:`domain.healing`); empty when missing."""
+
+        def attempt() -> dict[Any, Any]:
+            self._refresh_slots()
+            return dict(self._client.hgetall(key))
+
+        raw = self._round_trip("Redis read", attempt)
+        return {
+            (name.decode() if isinstance(name, bytes) else name): int(value)
+            for name, value in raw.items()
+        }
+
+    def write_progress(self, progress: Sequence[tuple[str, dict[str, int]]]) -> None:
+        """Write progress hashes now (on close; otherwise they ride on the next read)."""
+        if progress:
+            self.read_many_and_audit([], progress=progress)
+
+    def read_many(self, many: Sequence[Lookups]) -> list[LookupResults]:
+        """Answer the lookups of several batches in one pipelined round trip."""
+        return self.read_many_and_audit(many)[0]
+
+    def read_many_and_audit(
+        self,
+        many: Sequence[Lookups],
+        progress: Sequence[tuple[str, dict[str, int]]] = (),
+        audit: Sequence[tuple[str, str]] = (),
+    ) -> tuple[list[LookupResults], list[int | None]]:
+        """One round trip: write ``progress`` hashes, answer ``many``, read ``audit`` watermarks.
+
+        Only with no writes in flight (:meth:`drain` them first): their answers
+        would be lost here. The board sink itself uses :meth:`exchange`.
+        """
+        if self._inflight is not None:
+            raise RuntimeError("writes are in flight: exchange() or drain() them first")
+        results, stored, _ = self.exchange(many, progress, audit)
+        return results, stored
+
+    def send_writes(self, plans: Sequence[WritePlan]) -> list[int] | None:
+        """Start writing the groups of ``plans``; None when the answers come later.
+
+        On a standalone Redis the writes leave now and the answers come with the
+        next :meth:`exchange` (or :meth:`drain`): the worker validates and plans
+        its next batch while Redis applies them, and one connection keeps them
+        ahead of the next round's reads, so those reads see them. A send that
+        fails is sent again by that exchange. A cluster writes at once and the
+        answers are returned (as from :meth:`apply_many`).
+        """
+        if self._wire is None:
+            return self.apply_many(plans)
+        if self._inflight is not None:
+            raise RuntimeError("writes are already in flight: exchange() or drain() them first")
+        groups = [write for plan in plans for write in plan.groups]
+        if not groups:
+            return []
+        self._inflight = [encode(write, self._sort) for write in groups]
+        self._inflight_sent = False
+        try:
+            self._wire.send(self._wire.evals(APPLY_GROUP, self._inflight))
+            self._inflight_sent = True
+        except TRANSIENT as exc:
+            log.info("Redis write not sent (%s); sending it with the next round trip", exc)
+        return None
+
+    def drain(self) -> list[int] | None:
+        """The answers of the writes in flight (None when there are none)."""
+        if self._inflight is None:
+            return None
+        return self.exchange([])[2]
+
+    def exchange(
+        self,
+        many: Sequence[Lookups],
+        progress: Sequence[tuple[str, dict[str, int]]] = (),
+        audit: Sequence[tuple[str, str]] = (),
+    ) -> tuple[list[LookupResults], list[int | None], list[int] | None]:
+        """One round trip: settle the writes in flight, then as :meth:`read_many_and_audit`.
+
+        Returns the lookups' results, the audited watermarks and the answers of
+        the writes that were in flight (None when there were none). Redis runs
+        the writes first, so the reads see them; the progress hashes describe
+        writes acknowledged in earlier rounds, so sending them ahead of this
+        round's reads keeps them behind the writes they describe.
+        """
+        queued = read_commands(many, progress, audit)
+
+        inflight = self._inflight
+        wire = self._wire
+        written: list[int] | None = None
+
+        def attempt() -> list[Any]:
+            nonlocal written
+            if wire is None:
+                self._refresh_slots()
+                pipe = self._client.pipeline(transaction=False)
+                for command in queued:
+                    pipe.execute_command(*command)
+                return list(pipe.execute()) if len(pipe) else []
+            if inflight is None:
+                return raise_first_error(wire.run(queued))
+            if not self._inflight_sent:  # a failed send or attempt: send the writes again
+                wire.send(wire.evals(APPLY_GROUP, inflight))
+            self._inflight_sent = False  # until this attempt has every answer
+            replies = wire.run(queued)
+            answers, reads = replies[: len(inflight)], replies[len(inflight) :]
+            if any(isinstance(reply, NoScriptError) for reply in answers):
+                # Redis restarted or flushed its scripts: load it, send everything again.
+                wire.forget(APPLY_GROUP)
+                wire.send(wire.evals(APPLY_GROUP, inflight))
+                replies = wire.run(queued)
+                answers, reads = replies[: len(inflight)], replies[len(inflight) :]
+            written = outcomes(answers)
+            return raise_first_error(reads)
+
+        answers = self._round_trip("Redis read", attempt)
+        self._inflight = None
+        out, stored = parse_reads(many, len(progress), answers)
+        return out, stored, written
+
+    def apply(self, plan: WritePlan) -> list[int]:
+        """Write every group of ``plan``; returns 1 per applied group, 0 per skipped replay."""
+        return self.apply_many([plan])
+
+    def apply_many(self, plans: Sequence[WritePlan]) -> list[int]:
+        """Write the groups of several plans in one round trip (one per master).
+
+        A retried round trip may answer 0 for a group the lost attempt had
+        already applied: the effect is there once, either way.
+        """
+        groups = [write for plan in plans for write in plan.groups]
+        if not groups:
+            return []
+        if self._inflight is not None:
+            raise RuntimeError("writes are in flight: exchange() or drain() them first")
+        encoded = [encode(write, self._sort) for write in groups]
+        if self._cluster:
+            return list(
+                self._round_trip("Redis Cluster write", lambda: self._apply_cluster(encoded))
+            )
+
+        wire = self._wire
+        assert wire is not None
+
+        def attempt() -> list[int]:
+            return outcomes(wire.eval_many(APPLY_GROUP, encoded))
+
+        return list(self._round_trip("Redis write", attempt))
+
+    def _apply_cluster(self, encoded: Sequence[tuple[list[str], list[Any]]]) -> list[int]:
+        """One pipeline per master; a group's keys share a slot, so its master runs it.
+
+        redis-py's cluster pipeline refuses scripts, so groups are routed here.
+        Re-sending a group after a topology change (MOVED, failover) is safe:
+        the script's watermark guard makes a second application a no-op.
+        """
+        self._refresh_slots()
+        by_node: dict[str, tuple[Any, list[tuple[list[str], list[Any]]]]] = {}
+        for keys, args in encoded:
+            node = self._client.get_node_from_key(keys[0])
+            entry = by_node.get(node.name)
+            if entry is None:
+                entry = by_node[node.name] = (self._client.get_redis_connection(node), [])
+            entry[1].append((keys, args))
+        out: list[int] = []
+        for conn, calls in by_node.values():
+            script = conn.register_script(APPLY_GROUP)
+            pipe = conn.pipeline(transaction=False)
+            for keys, args in calls:
+                script(keys=keys, args=args, client=pipe)
+            out += outcomes(pipe.execute(raise_on_error=False))
+        return out
+
+
+def connect(
+    client_factory: Callable[[], Any],
+    retry: Backoff,
+    stopping: Callable[[], bool] = lambda: False,
+) -> Any:
+    """A pinged client, waiting under the retry budget while Redis is not up yet.
+
+    A stop request while it waits ends the process at once (:func:`sinks.retry.abandon`).
+    """
+
+    def attempt() -> Any:
+        client = client_factory()  # a cluster client connects here already
+        client.ping()
+        return client
+
+    try:
+        return call_with_retry(
+            attempt,
+            what="Redis connect",
+            policy=retry,
+            transient=TRANSIENT,
+            permanent=PERMANENT,
+            setting="LB_REDIS_RETRY_S",
+            stopping=stopping,
+        )
+    except StopRequested as exc:
+        abandon(exc)
+    except RetryBudgetExceeded as exc:
+        give_up(exc)
+    except redis.RedisError as exc:
+        raise ServiceError(f"cannot reach Redis: {exc}") from exc
