@@ -48,20 +48,29 @@ def pieces(records: list[Accepted], bound: int, retract_cost: int) -> list[list[
 
     Why: one group write is one Lua call, and Redis serves nobody else while it
     runs; game backends read the same Redis, so the updates one call may make
-    bound the longest stall a reader sees. A record costs one update per
-    window it scores on plus one for its event id (a RETRACT: one per
-    registered window). A record is never split, so a piece holds at least
-    one; ``bound <= 0`` keeps the group whole.
+    bound the longest stall a reader sees. What a piece writes is one member
+    per (board, player) it changed and one event id per record, so a record
+    costs one update for its id, plus one per board it scores on when its
+    player has no earlier record in the piece (later ones coalesce into the
+    same members; a later record on a board the earlier ones missed, another
+    day's, is not counted). A RETRACT costs one per registered board. A record
+    is never split, so a piece holds at least one; ``bound <= 0`` keeps the
+    group whole.
     """
     if bound <= 0:
         return [records]
     out: list[list[Accepted]] = []
     start = used = 0
+    players: set[str] = set()
     for at, rec in enumerate(records):
-        cost = 1 + (retract_cost if rec.event.kind is _RETRACT else len(rec.windows))
+        player = rec.event.player_id
+        boards = retract_cost if rec.event.kind is _RETRACT else len(rec.windows)
+        cost = 1 if player in players and rec.event.kind is not _RETRACT else 1 + boards
         if used and used + cost > bound:
             out.append(records[start:at])
-            start, used = at, 0
+            start, used, players = at, 0, set()
+            cost = 1 + boards
+        players.add(player)
         used += cost
     out.append(records[start:] if start else records)
     return out

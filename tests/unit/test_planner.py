@@ -795,16 +795,18 @@ def test_group_writes_split_into_bounded_pieces_give_the_same_boards_through_cra
 
 
 @given(
-    costs=st.lists(st.tuples(st.integers(0, 6), st.booleans()), max_size=60),
+    costs=st.lists(
+        st.tuples(st.integers(0, 6), st.booleans(), st.sampled_from("abc")), max_size=60
+    ),
     bound=st.integers(-1, 20),
     retract_cost=st.integers(0, 6),
 )
 def test_pieces_are_consecutive_runs_within_the_bound(
-    costs: list[tuple[int, bool]], bound: int, retract_cost: int
+    costs: list[tuple[int, bool, str]], bound: int, retract_cost: int
 ) -> None:
     records = [
-        _accepted(i, windows, EventKind.RETRACT if retract else EventKind.SCORE)
-        for i, (windows, retract) in enumerate(costs)
+        _accepted(i, windows, EventKind.RETRACT if retract else EventKind.SCORE, player)
+        for i, (windows, retract, player) in enumerate(costs)
     ]
     if not records:
         return
@@ -812,18 +814,22 @@ def test_pieces_are_consecutive_runs_within_the_bound(
     assert [rec for piece in out for rec in piece] == records  # order kept, nothing lost
     assert all(out)
     for piece in out:
-        cost = sum(
-            1 + (retract_cost if r.event.kind is EventKind.RETRACT else len(r.windows))
-            for r in piece
-        )
+        # An event id each; boards once per player and piece (they coalesce), a RETRACT's always.
+        cost, players = 0, set()
+        for r in piece:
+            retract = r.event.kind is EventKind.RETRACT
+            if retract or r.event.player_id not in players:
+                cost += retract_cost if retract else len(r.windows)
+            players.add(r.event.player_id)
+            cost += 1
         assert bound <= 0 or cost <= bound or len(piece) == 1
     if bound <= 0:
         assert len(out) == 1
 
 
-def _accepted(offset: int, windows: int, kind: EventKind) -> Accepted:
+def _accepted(offset: int, windows: int, kind: EventKind, player: str = "p") -> Accepted:
     game = GameConfig()
-    ev = ScoreEvent(f"e{offset}", "g", "p", 1, 1_800_000_000_000, kind, "k1", b"")
+    ev = ScoreEvent(f"e{offset}", "g", player, 1, 1_800_000_000_000, kind, "k1", b"")
     alltime = game.window("alltime")
     return Accepted(offset, ev.ts_ms, ev, game, (alltime,) * windows)
 
