@@ -17,14 +17,14 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def best(player: str, score: int) -> Planned:
-    """A signed, encoded SCORE event of game ``gbest`` at the current time."""
+def best(player: str, score: int, game: str = GAME) -> Planned:
+    """A signed, encoded SCORE event of ``game`` (a ``best`` game) at the current time."""
     at = now_ms()
     event = signed_event(
         parse_keyring(KEYS),
         "k1",
         event_id=uuid.uuid4().hex,
-        game_id=GAME,
+        game_id=game,
         player_id=player,
         score=score,
         ts_ms=at,

@@ -242,3 +242,24 @@ def test_top_pages_follow_every_change_and_respect_each_subscribers_interval(
 def stream_id_of(message: dict[str, Any]) -> tuple[int, int]:
     ms, _, seq = message["id"].partition("-")
     return int(ms), int(seq)
+
+
+@pytest.mark.parametrize(("game", "mine", "ahead"), [("gbest", 20, 30), ("gasc", 20, 10)])
+def test_a_player_following_their_rank_hears_of_a_newcomer_ahead_of_them(
+    live_job: Any,
+    live_api: str,
+    kafka_bootstrap: str,
+    topic: str,
+    game: str,
+    mine: int,
+    ahead: int,
+) -> None:
+    """On either order (``gasc`` is lowest-wins), a newcomer entering ahead of a
+    player who follows their own rank moves them down, and a ``rank`` message says so."""
+    produce(kafka_bootstrap, topic, [best("me", mine, game)])
+    url = ws_url(live_api, "top=0&playerId=me&interval=50").replace(f"/{GAME}/", f"/{game}/")
+    with connect(url, open_timeout=30) as ws:
+        until(ws, lambda m: m["type"] == "rank" and m["rank"] == 1)
+        produce(kafka_bootstrap, topic, [best("ahead", ahead, game)])
+        moved = until(ws, lambda m: m["type"] == "rank", timeout=30)
+        assert (moved["playerId"], moved["rank"], moved["score"]) == ("me", 2, mine)
