@@ -29,10 +29,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api import push, routes
 from api.errors import error_response, install_error_handlers
-from api.hot import HotRoutes, json_bytes
+from api.hot import HotRoutes
 from api.intake import ACK_TIMEOUT_S, INTAKE_LINGER_MS, AckingProducer, ScoreIntake
 from api.live import ChangeHub, SharedReads
 from api.metrics import RequestMetrics, exposition
+from api.models import page_bytes
 from api.pages import DEFAULT_TTL_MS, PageCache
 from config.clients import async_redis_client, game_catalog
 from config.heap import settle_heap
@@ -188,7 +189,7 @@ def create_app(
         state.hub = ChangeHub(async_client)
         state.shared_reads = SharedReads(state.hub, state.async_boards)
         state.pages = (
-            PageCache(state.hub, state.async_boards, json_bytes, page_cache_ms / 1000)
+            PageCache(state.hub, state.async_boards, page_bytes, page_cache_ms / 1000)
             if page_cache_ms > 0
             else None
         )

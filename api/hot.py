@@ -9,7 +9,8 @@ sits in front of the FastAPI app and answers those two routes itself when the
 request is one it is sure about, with the same models, readers and intake the
 routes use, so the documents are the same:
 
-- the query (or body) is validated by the route's own pydantic model;
+- the query (or body) is validated by the route's own pydantic model, and a
+  page by the route's ``response_model`` (:func:`api.models.page_bytes`);
 - anything unusual (an unknown or repeated parameter, a validation error, a
   reader error, a body that is not ``application/json``) is handed to the
   FastAPI route untouched, which answers it exactly as before (error codes
@@ -34,7 +35,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from api import routes
 from api.errors import error_body
-from api.models import ScoreEventIn, ScoreSubmission, TopQuery
+from api.models import ScoreEventIn, ScoreSubmission, TopQuery, page_bytes
 from api.pages import PageCache
 from domain.errors import LeaderboardError, ServiceError
 
@@ -141,7 +142,7 @@ class HotRoutes:
                     now_ms=now,
                     ranks=q.rank_mode,
                 )
-                body = json_bytes(page)
+                body = page_bytes(page)
         except (ValidationError, LeaderboardError, UnicodeDecodeError):
             return False  # the route reads again and answers the error document
         scope["route"] = self._top_route  # the metrics' route label

@@ -2,17 +2,75 @@
 
 Field names are the JSON names of docs/API.md (camelCase). Query models
 forbid extra fields, so a misspelt parameter (``?windw=weekly``) is refused
-with 400 naming it instead of silently reading the default board.
+with 400 naming it instead of silently reading the default board. The
+answers of the reads are the readers' own shapes (:mod:`readers.answers`),
+re-exported here: one declaration for the Python reader, the CLI, the routes
+(whose ``response_model`` FastAPI validates every answer against) and the hot
+routes (:data:`TOP_PAGE`, the same validation and serialisation).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictInt, StrictStr, Tag
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StrictInt,
+    StrictStr,
+    Tag,
+    TypeAdapter,
+)
 
 from domain.ranking import MAX_K, MAX_LIMIT
 from domain.validation import MAX_ID_LENGTH
+from readers.answers import (
+    AroundAnswer,
+    Entry,
+    FriendAdded,
+    FriendRemoved,
+    Friends,
+    FriendsBoard,
+    HotAnswer,
+    PlayerTournaments,
+    RankAnswer,
+    TopPage,
+)
+
+__all__ = [
+    "DEFAULT_WINDOW",
+    "MAX_BATCH",
+    "TOP_PAGE",
+    "Accepted",
+    "AcceptedBatch",
+    "AroundAnswer",
+    "Entry",
+    "ErrorBody",
+    "FriendAdded",
+    "FriendRemoved",
+    "Friends",
+    "FriendsBoard",
+    "FriendsBoardQuery",
+    "Health",
+    "HotAnswer",
+    "HotQuery",
+    "NeighborsQuery",
+    "NoQuery",
+    "PlayerTournaments",
+    "RankAnswer",
+    "RankedQuery",
+    "ScoreEventIn",
+    "ScoreSubmission",
+    "TopPage",
+    "TopQuery",
+    "TournamentsQuery",
+    "Window",
+    "WindowQuery",
+    "errors",
+    "page_bytes",
+]
 
 DEFAULT_WINDOW = "alltime"
 #: Largest batch ``POST /v1/scores`` accepts in one request.
@@ -80,138 +138,10 @@ class HotQuery(WindowQuery):
     playerId: str | None = Field(None, description="also estimate this player's event count")
 
 
-class HotRow(BaseModel):
-    """One heavy hitter: estimated events and the range the true count lies in."""
-
-    playerId: str | None = None
-    gameId: str | None = None
-    events: int
-    lowerBound: int
-    upperBound: int
-
-
-class HotPlayer(BaseModel):
-    """A count-min estimate of one player's events (never below the true count)."""
-
-    playerId: str
-    events: int
-    lowerBound: int
-
-
-class Hot(BaseModel):
-    """The most active players and games of a period (``lb hot --publish``)."""
-
-    window: str
-    builtAtMs: int = Field(description="when the counts were published (epoch ms)")
-    events: int = Field(description="events counted for this game in the period")
-    errorBound: int = Field(description="any listed count is within this many events")
-    players: list[HotRow]
-    games: list[HotRow]
-    player: HotPlayer | None
-
-
 class FriendsBoardQuery(WindowQuery):
     """Whose friends board."""
 
     playerId: str = Field(description="whose friends")
-
-
-class Entry(BaseModel):
-    """One ranked player."""
-
-    rank: int | None = Field(description="1-based; null beyond the game's exact tier")
-    playerId: str
-    score: int
-
-
-class TopPage(BaseModel):
-    """One page of a board, best first."""
-
-    window: str = Field(examples=["weekly:2026-W18"])
-    entries: list[Entry]
-    nextCursor: str | None = Field(
-        description="opaque; pass as cursor for the next page; null at the end"
-    )
-
-
-class Rank(BaseModel):
-    """A player's rank (null beyond the exact tier), score and percentile."""
-
-    window: str
-    playerId: str
-    rank: int | None
-    score: int
-    percentile: float = Field(
-        description="share (0-100, truncated to 2 decimals) of the board's players "
-        "with a strictly lower score"
-    )
-
-
-class Neighbors(BaseModel):
-    """The player and up to k players on each side, in board order."""
-
-    window: str
-    above: list[Entry]
-    player: Entry
-    below: list[Entry]
-
-
-class PlayerTournament(BaseModel):
-    """Where a player stands in one tournament, and the attempts counted."""
-
-    tournament: str
-    window: str = Field(examples=["tournament:cup"])
-    startMs: int = Field(description="start of the tournament (epoch ms, inclusive)")
-    endMs: int = Field(description="end of the tournament (epoch ms, exclusive)")
-    status: Literal["upcoming", "running", "ended"] = Field(
-        description="by the server's clock against startMs/endMs"
-    )
-    rank: int | None = Field(description="1-based; null beyond the game's exact tier")
-    score: int
-    percentile: float | None
-    attempts: int = Field(description="the player's attempts counted so far")
-    maxAttempts: int | None = Field(description="null: unlimited")
-    maxEntries: int | None = Field(description="null: unlimited")
-
-
-class PlayerTournaments(BaseModel):
-    """The game's tournaments that have the player on their board, earliest start first."""
-
-    gameId: str
-    playerId: str
-    tournaments: list[PlayerTournament]
-
-
-class FriendsBoard(BaseModel):
-    """A player and the players they follow, ranked among themselves."""
-
-    window: str
-    entries: list[Entry]
-    cached: bool
-    ttl: int = Field(description="seconds the answer stays cached")
-
-
-class Friends(BaseModel):
-    """The players a player follows."""
-
-    playerId: str
-    friends: list[str]
-
-
-class FriendAdded(BaseModel):
-    """Whether following changed anything (false: already followed)."""
-
-    playerId: str
-    friendId: str
-    added: bool
-
-
-class FriendRemoved(BaseModel):
-    """Whether unfollowing changed anything (false: not followed)."""
-
-    playerId: str
-    friendId: str
-    removed: bool
 
 
 class ScoreEventIn(BaseModel):
@@ -287,3 +217,13 @@ class ErrorBody(BaseModel):
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` entries for error statuses (all share :class:`ErrorBody`)."""
     return {status: {"model": ErrorBody} for status in statuses}
+
+
+#: The ``top`` answer's validator and serialiser: what FastAPI runs for the route's
+#: ``response_model``, for the hot route and the page cache (same checks, same bytes).
+TOP_PAGE: TypeAdapter[TopPage] = TypeAdapter(TopPage)
+
+
+def page_bytes(page: TopPage) -> bytes:
+    """A ``top`` answer validated and rendered as the route renders it (compact UTF-8 JSON)."""
+    return TOP_PAGE.dump_json(TOP_PAGE.validate_python(page))

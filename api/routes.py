@@ -3,9 +3,10 @@
 Reads call the same readers as the Python API and the CLI (``readers/``), so
 the answers are the same documents: ``top``, ``rank`` and ``around`` on the
 asyncio client (:mod:`readers.async_boards`), the friends routes as synchronous
-handlers in FastAPI's thread pool. Answers the readers built are returned as
-they are (the response models document them; re-validating every page would
-only cost time). Each
+handlers in FastAPI's thread pool. Every answer is one of the readers' shapes
+(:mod:`readers.answers`), which is also the route's ``response_model``:
+FastAPI validates what the route returns against it and serialises it in
+pydantic's core (no ``JSONResponse`` bypasses that). Each
 request reads the clock once (``window=weekly`` means the week of that
 instant). Path segments arrive still percent-encoded (:mod:`api.app` routes on
 the raw path, so an id may contain ``/``) and are decoded here, strictly.
@@ -18,26 +19,25 @@ from typing import Annotated, Any
 from urllib.parse import unquote
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
-from fastapi.responses import JSONResponse
 
 from api.errors import ApiError
 from api.intake import ScoreIntake
 from api.models import (
     Accepted,
     AcceptedBatch,
+    AroundAnswer,
     FriendAdded,
     FriendRemoved,
     Friends,
     FriendsBoard,
     FriendsBoardQuery,
     Health,
-    Hot,
+    HotAnswer,
     HotQuery,
-    Neighbors,
     NeighborsQuery,
     NoQuery,
     PlayerTournaments,
-    Rank,
+    RankAnswer,
     RankedQuery,
     ScoreEventIn,
     ScoreSubmission,
@@ -126,16 +126,14 @@ def _absent(player_id: str, window_id: str) -> ApiError:
 )
 async def top(game: GameId, q: Annotated[TopQuery, Query()], boards: AsyncBoards, now: Now) -> Any:
     """One page by offset or cursor; ``nextCursor`` is null at the end."""
-    return JSONResponse(
-        await boards.top(
-            game, q.window, q.limit, q.offset, q.cursor or None, now_ms=now, ranks=q.rank_mode
-        )
+    return await boards.top(
+        game, q.window, q.limit, q.offset, q.cursor or None, now_ms=now, ranks=q.rank_mode
     )
 
 
 @router.get(
     "/v1/leaderboards/{gameId}/players/{playerId}",
-    response_model=Rank,
+    response_model=RankAnswer,
     responses=errors(400, 404, 500, 503),
     summary="A player's rank, score and percentile",
 )
@@ -150,12 +148,12 @@ async def rank(
     answer = await boards.rank(game, player, q.window, now_ms=now, ranks=q.rank_mode)
     if answer["score"] is None:
         raise _absent(player, answer["window"])
-    return JSONResponse(answer)
+    return answer
 
 
 @router.get(
     "/v1/leaderboards/{gameId}/players/{playerId}/neighbors",
-    response_model=Neighbors,
+    response_model=AroundAnswer,
     responses=errors(400, 404, 500, 503),
     summary="The k players right above and below a player",
 )
@@ -170,7 +168,7 @@ async def neighbors(
     answer = await boards.around(game, player, q.window, q.k, now_ms=now, ranks=q.rank_mode)
     if answer["player"] is None:
         raise _absent(player, answer["window"])
-    return JSONResponse(answer)
+    return answer
 
 
 @router.get(
@@ -187,7 +185,7 @@ def player_tournaments(
     now: Now,
 ) -> Any:
     """An empty list when the player is on no tournament board (still 200)."""
-    return JSONResponse(boards.player_tournaments(game, player, now_ms=now, ranks=q.rank_mode))
+    return boards.player_tournaments(game, player, now_ms=now, ranks=q.rank_mode)
 
 
 @router.get(
@@ -211,7 +209,7 @@ def friends_board(
 
 @router.get(
     "/v1/leaderboards/{gameId}/hot",
-    response_model=Hot,
+    response_model=HotAnswer,
     responses=errors(400, 404, 500, 503),
     summary="The most active players and games of a period (heavy hitters)",
 )
@@ -225,7 +223,7 @@ def hot(game: GameId, q: Annotated[HotQuery, Query()], counts: HotOf, now: Now) 
             f"no activity counts published for {game!r} on {q.window!r} "
             f"(lb hot {game} --window {q.window} --publish)",
         )
-    return JSONResponse(answer)
+    return answer
 
 
 @router.get(

@@ -24,7 +24,9 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any
+
+from typing_extensions import TypedDict
 
 from domain.errors import EncodingError, QueryError
 from domain.scoring import MAX_EXACT, TieCodec
@@ -79,6 +81,7 @@ class Entry(TypedDict):
     """One ranked line of a JSON answer (top page, neighbours, friends board)."""
 
     rank: int | None
+    """1-based; null beyond the game's exact tier"""
     playerId: str
     score: int
 

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, Literal
 
 import redis
 from redis.exceptions import RedisClusterException
@@ -82,6 +82,13 @@ from domain.topk import global_top_key
 from domain.validation import MAX_ID_LENGTH
 from domain.windows import Window, WindowKind
 from readers import RedisClient
+from readers.answers import (
+    AroundAnswer,
+    PlayerTournament,
+    PlayerTournaments,
+    RankAnswer,
+    TopPage,
+)
 from readers.sketches import SketchCache, approximate_percentile
 
 #: A published sketch older than this is not used (the exact count is).
@@ -137,58 +144,6 @@ class UnknownGameError(QueryError):
     A :class:`QueryError` so callers that only know the base class still treat
     it as the caller's mistake.
     """
-
-
-class TopPage(TypedDict):
-    """``top``: one page of the board, and the cursor of the next one (None at the end)."""
-
-    window: str
-    entries: list[Entry]
-    nextCursor: str | None
-
-
-class RankAnswer(TypedDict):
-    """``rank``: all of rank, score and percentile are None when the player has no score."""
-
-    window: str
-    playerId: str
-    rank: int | None
-    score: int | None
-    percentile: float | None
-
-
-class AroundAnswer(TypedDict):
-    """``around``: ``player`` is None (and the lists empty) when the player has no score."""
-
-    window: str
-    above: list[Entry]
-    player: Entry | None
-    below: list[Entry]
-
-
-class PlayerTournament(TypedDict):
-    """One tournament a player is on the board of: where they stand, attempts used."""
-
-    tournament: str
-    window: str
-    startMs: int
-    endMs: int
-    #: ``upcoming`` (before start), ``running``, or ``ended`` (at or after end), by ``now_ms``.
-    status: str
-    rank: int | None
-    score: int
-    percentile: float | None
-    attempts: int
-    maxAttempts: int | None
-    maxEntries: int | None
-
-
-class PlayerTournaments(TypedDict):
-    """``tournaments``: the game's tournaments with the player on the board, by start."""
-
-    gameId: str
-    playerId: str
-    tournaments: list[PlayerTournament]
 
 
 @dataclass(frozen=True, slots=True)
@@ -623,7 +578,7 @@ class BoardReader:
             standing = self.rank(game_id, player_id, window.id, now_ms=now_ms, ranks=ranks)
             if standing["score"] is None:
                 continue  # entered, then removed (RETRACT)
-            status = (
+            status: Literal["upcoming", "running", "ended"] = (
                 "upcoming"
                 if now_ms < tournament.start_ms
                 else "running"

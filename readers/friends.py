@@ -30,13 +30,14 @@ import math
 import random
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any, TypedDict
+from typing import Any
 
 from domain.errors import QueryError
 from domain.games import GameCatalog
 from domain.keys import LIVE_NAMESPACE, GroupKeys, shard_tag
 from domain.ranking import Entry, Member, composite_of, entries, jittered_ttl_ms, rank_members
 from readers import RedisClient
+from readers.answers import FriendsBoard
 from readers.boards import Board, BoardReader, call, check_player_id, execute, flat_members, text
 
 __all__ = [
@@ -111,15 +112,6 @@ def friends_cache_key(namespace: str, game_id: str, player_id: str) -> str:
     is created and keeps it (``PEXPIRE ... NX``), so no entry outlives it.
     """
     return GroupKeys(namespace, shard_tag(game_id, None)).friends_board(player_id)
-
-
-class FriendsBoard(TypedDict):
-    """``friends``: the ranked board, and whether it came from the cache (``ttl`` in s)."""
-
-    window: str
-    entries: list[Entry]
-    cached: bool
-    ttl: int
 
 
 def _friend_ids(friends: Iterable[str], player_id: str) -> list[str]:

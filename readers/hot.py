@@ -7,7 +7,7 @@ reader answers from what was published, so an HTTP request never scans Kafka.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, Literal, cast
 
 from domain.errors import QueryError
 from domain.games import GameCatalog
@@ -16,31 +16,24 @@ from domain.keys import LIVE_NAMESPACE
 from domain.ranking import MAX_LIMIT
 from domain.validation import MAX_ID_LENGTH
 from readers import RedisClient
+from readers.answers import HotAnswer, HotPlayer, HotRow
 from readers.boards import UnknownGameError, call
 
 __all__ = ["HotAnswer", "HotReader", "answer_of"]
 
 
-class HotAnswer(TypedDict):
-    """The heaviest players and games of one period, with the error bound of the counts."""
-
-    window: str
-    builtAtMs: int
-    events: int
-    errorBound: int
-    players: list[dict[str, Any]]
-    games: list[dict[str, Any]]
-    player: dict[str, Any] | None
-
-
-def _rows(items: list[HotItem], name: str) -> list[dict[str, Any]]:
+def _rows(items: list[HotItem], name: Literal["playerId", "gameId"]) -> list[HotRow]:
+    """One row per item, named by ``name`` first (a player's or a game's)."""
     return [
-        {
-            name: h.item,
-            "events": h.estimate,
-            "lowerBound": h.lower_bound,
-            "upperBound": h.upper_bound,
-        }
+        cast(
+            HotRow,
+            {
+                name: h.item,
+                "events": h.estimate,
+                "lowerBound": h.lower_bound,
+                "upperBound": h.upper_bound,
+            },
+        )
         for h in items
     ]
 
@@ -54,7 +47,7 @@ def answer_of(
     player_id: str | None,
 ) -> HotAnswer:
     """The answer shape shared by ``lb hot`` and the HTTP route."""
-    player = None
+    player: HotPlayer | None = None
     if player_id is not None:
         estimate, lower = players.estimate(player_id)
         player = {"playerId": player_id, "events": estimate, "lowerBound": lower}
