@@ -33,11 +33,12 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from api.live import ChangeHub, StreamChange
+from api.live.relevance import alters_page
 from domain.keys import GroupKeys, shard_tag
 from domain.windows import Window, WindowKind
+from readers.answers import TopPage
 from readers.async_boards import AsyncBoardReader
 
 #: Default ``lb serve --page-cache-ms``: the oldest page the cache may serve.
@@ -47,7 +48,7 @@ MAX_PAGES = 10_000
 _RELATIVE = frozenset(kind.value for kind in WindowKind)
 
 #: Renders a page answer as the response body.
-Render = Callable[[Any], bytes]
+Render = Callable[[TopPage], bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,16 +67,9 @@ class CachedPage:
 
     def altered_by(self, change: StreamChange) -> bool:
         """Whether ``change`` could make this page differ from a fresh read."""
-        if change.window != self.window_id:
-            return False
-        if self.floor is None or change.new is None or change.player in self.players:
-            return True
-        for value in (change.old, change.new):
-            if value is not None and (
-                value <= self.floor if self.ascending else value >= self.floor
-            ):
-                return True
-        return False
+        return change.window == self.window_id and alters_page(
+            change, self.players, self.floor, self.ascending
+        )
 
 
 _Key = tuple[str, str, int, int]

@@ -27,6 +27,7 @@ from api.live import SEND_TIMEOUT_S, LiveQuery, Outgoing, Subscription, outgoing
 from api.models import DEFAULT_WINDOW, Window, _Query, errors
 from api.ws_frames import EXTENSION, FrameWriter
 from domain.errors import LeaderboardError, QueryError
+from readers.boards import UnknownGameError
 
 router = APIRouter()
 
@@ -100,7 +101,7 @@ async def live(websocket: WebSocket, gameId: str) -> None:
         if isinstance(exc, ValidationError):
             code, message = describe_validation(exc.errors())
         else:
-            code = "UNKNOWN_GAME" if "unknown game" in str(exc) else "BAD_REQUEST"
+            code = "UNKNOWN_GAME" if isinstance(exc, UnknownGameError) else "BAD_REQUEST"
             message = str(exc)
         await websocket.send_text(json.dumps({"type": "error", **error_body(code, message)}))
         await websocket.close(CLOSE_BAD_REQUEST, message[:120])
