@@ -11,7 +11,8 @@ dead-letter partitions it degrades to at-least-once (the headers
 
 The value is the original bytes, untouched; headers carry ``error.code``,
 ``error.detail``, ``source.topic``, ``source.partition``, ``source.offset``
-and ``source.timestamp``.
+and ``source.timestamp`` (:class:`domain.outcomes.DeadLetterHeader`; the code
+is a :class:`domain.outcomes.DeadLetterCode`).
 
 Outages: while the broker is down or restarting, librdkafka keeps the letters
 and retries their delivery for ``LB_KAFKA_RETRY_S`` (its
@@ -33,6 +34,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from config.clients import QUIET_KAFKA_LOGGER
 from domain.errors import RetryBudgetExceeded, ServiceError
+from domain.outcomes import DeadLetterHeader as Header
 from domain.records import CheckedBatch, DeadLetter
 from sinks import outcomes
 from sinks.retry import give_up
@@ -50,12 +52,12 @@ WAIT_LOG_S = 5.0
 def letter_headers(letter: DeadLetter) -> list[tuple[str, bytes]]:
     """The dead-letter headers of SPEC.md (``error.*`` and ``source.*``)."""
     return [
-        ("error.code", letter.code.encode()),
-        ("error.detail", letter.detail.encode("utf-8", "replace")[:2000]),
-        ("source.topic", letter.topic.encode()),
-        ("source.partition", str(letter.partition).encode()),
-        ("source.offset", str(letter.record.offset).encode()),
-        ("source.timestamp", str(letter.record.timestamp_ms).encode()),
+        (Header.CODE.value, letter.code.encode()),
+        (Header.DETAIL.value, letter.detail.encode("utf-8", "replace")[:2000]),
+        (Header.TOPIC.value, letter.topic.encode()),
+        (Header.PARTITION.value, str(letter.partition).encode()),
+        (Header.OFFSET.value, str(letter.record.offset).encode()),
+        (Header.TIMESTAMP.value, str(letter.record.timestamp_ms).encode()),
     ]
 
 
@@ -110,9 +112,9 @@ def applied_offsets(
                 if offset + 1 >= ends.get(msg.partition() or 0, 0):
                     ends.pop(msg.partition() or 0, None)
                 h = header_map(msg.headers())  # type: ignore[arg-type]
-                if h.get("source.topic") != source_topic:
+                if h.get(Header.TOPIC) != source_topic:
                     continue
-                part, off = int(h["source.partition"]), int(h["source.offset"])
+                part, off = int(h[Header.PARTITION]), int(h[Header.OFFSET])
                 found[part] = max(found.get(part, -1), off)
     except KafkaException as exc:
         raise ServiceError(f"cannot read the tail of {dlq_topic!r}: {exc}") from exc

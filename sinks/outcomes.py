@@ -13,13 +13,19 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from domain.outcomes import BOARD_OUTCOMES, REFUSALS, DeadLetterCode
 from telemetry import hooks
 
-#: Board outcomes, in the order the summary names them.
-BOARD_OUTCOMES = ("applied", "noop", "duplicate")
-#: Tournament refusals: counted besides the outcomes (the record still updates
-#: the game's other boards), named in the summary when there are any.
-REFUSALS = ("tournament_full", "attempts_used_up")
+__all__ = [
+    "BOARD_OUTCOMES",
+    "REFUSALS",
+    "add_applied",
+    "add_board_outcomes",
+    "add_dead_letters",
+    "describe",
+    "reset",
+    "snapshot",
+]
 
 _lock = threading.Lock()
 _boards: Counter[str] = Counter()
@@ -46,7 +52,7 @@ def add_applied(batch: Any, plan: Any) -> None:
     hooks.batch_applied(batch, plan)
 
 
-def add_dead_letters(codes: Iterable[str]) -> None:
+def add_dead_letters(codes: Iterable[DeadLetterCode | str]) -> None:
     """Add dead letters Kafka acknowledged, one code each (here and in the job's metrics)."""
     codes = list(codes)
     with _lock:

@@ -15,19 +15,19 @@ from typing import NamedTuple
 from domain.games import Operator, Tournament
 from domain.keys import GroupKeys
 from domain.operators import apply_composite
+from domain.outcomes import Outcome
 from domain.records import Accepted
 
-#: Counter names kept in ``meta:stats`` (written in the same transaction as the boards).
-APPLIED = "applied"
-NOOP = "noop"
-DUPLICATE = "duplicate"
-SATURATED = "saturated"
-#: Tournament refusals (counted besides the outcome above, never dead-lettered): the
-#: player's partition has no seat left, or the player has used every attempt.
-TOURNAMENT_FULL = "tournament_full"
-ATTEMPTS_USED_UP = "attempts_used_up"
+#: Counter names kept in ``meta:stats`` (written in the same transaction as the boards),
+#: as the plain strings of :class:`domain.outcomes.Outcome` (they hash in C on the hot path).
+APPLIED = Outcome.APPLIED.value
+NOOP = Outcome.NOOP.value
+DUPLICATE = Outcome.DUPLICATE.value
+SATURATED = Outcome.SATURATED.value
+TOURNAMENT_FULL = Outcome.TOURNAMENT_FULL.value
+ATTEMPTS_USED_UP = Outcome.ATTEMPTS_USED_UP.value
 #: Every counter of ``meta:stats``; the first three partition the accepted records.
-COUNTERS = (APPLIED, NOOP, DUPLICATE, SATURATED, TOURNAMENT_FULL, ATTEMPTS_USED_UP)
+COUNTERS = tuple(outcome.value for outcome in Outcome)
 
 #: A member whose value was never read (a RETRACT removes it without looking).
 UNKNOWN = -1
