@@ -1,5 +1,11 @@
 """Shared fixtures: real services, one topic and one key namespace per test.
 
+A test's suite is its directory: :func:`pytest_collection_modifyitems` marks
+every test under ``tests/unit`` ``unit``, under ``tests/integration``
+``integration``, and under ``tests/faults`` ``faults`` (plus ``integration``
+and ``slow``), so ``-m unit`` selects exactly the unit suite and no file sets
+these marks by hand.
+
 The session brings Kafka and Redis up through ``infra.services`` (reusing
 servers that already run) and stops at the end only what it started itself,
 unless ``LB_KEEP_SERVICES=1``. Nothing here mocks Kafka or Redis.
@@ -17,6 +23,22 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+#: The marks of each suite, by its directory under tests/.
+SUITE_MARKS = {
+    "unit": ("unit",),
+    "integration": ("integration",),
+    "faults": ("faults", "integration", "slow"),
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test with its suite, from the directory it lives in."""
+    tests = REPO / "tests"
+    for item in items:
+        if item.path.is_relative_to(tests):
+            suite = item.path.relative_to(tests).parts[0]
+            for name in SUITE_MARKS.get(suite, ()):
+                item.add_marker(name)
 
 
 def _dirs() -> Any:

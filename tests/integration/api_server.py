@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 from api.app import create_app
 from api.server import bind, make_server, url_of
 from config.settings import Secret, Settings
+from tests.poll import poll
 
 
 def api_settings(
@@ -35,10 +35,8 @@ def running_api(settings: Settings, **app_options: Any) -> Iterator[str]:
     server = make_server(create_app(settings, **app_options), quiet=True)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the API did not start"
-        time.sleep(0.02)
+    poll("the API starts", lambda: server.started or not thread.is_alive(), 30)
+    assert server.started, "the API did not start"
     try:
         yield url_of(sock)
     finally:

@@ -28,8 +28,6 @@ from domain.windows import WindowKind, window_for, window_from_id
 from jobs.archiver import Archiver, archive_path, archived_key, is_final, manifest_path
 from readers.boards import BoardReader
 
-pytestmark = pytest.mark.integration
-
 TEN_YEARS_S = 10 * 365 * 86_400
 GAMES = f"""
 [default]

@@ -25,7 +25,7 @@ from tests.integration.streams import (
     stream_and_env,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 
 def group_snapshot(client: Any, namespace: str, game: str) -> dict[str, Any]:

@@ -9,8 +9,6 @@ import pytest
 
 from bench import zadd_scaling
 
-pytestmark = pytest.mark.integration
-
 
 def test_a_small_run_reports_every_round_and_deletes_its_keys(
     services: dict[str, Any], redis_client: Any, capfd: pytest.CaptureFixture[str]

@@ -12,13 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from domain.games import GameCatalog
 from domain.keys import GroupKeys
 from tests.integration.streams import GAMES, GAMES_TOML, lb, read_boards, stream_and_env
-
-pytestmark = pytest.mark.integration
 
 
 def _changes(client: Any, namespace: str, game: str) -> list[dict[str, str]]:

@@ -24,8 +24,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.streams import REPO, generate, job_env, lb, produce
-
-pytestmark = pytest.mark.integration
+from tests.poll import poll
 
 #: Nothing listens here (a port number below 1024 that no test service uses).
 NOWHERE = "127.0.0.1:9"
@@ -286,12 +285,7 @@ def private_redis(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
-            assert time.monotonic() < deadline, "private redis-server did not start"
-            time.sleep(0.05)
+        poll("the private redis-server accepts connections", lambda: _accepts(port), 10)
         yield port, server
     finally:
         if server.poll() is None:
@@ -299,11 +293,19 @@ def private_redis(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]
         server.wait(timeout=10)
 
 
+def _accepts(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+        return True
+    return False
+
+
 def _wait_for(path: Path, text: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while text not in path.read_text(errors="replace"):
-        assert time.monotonic() < deadline, f"{text!r} never appeared: {path.read_text()[-2000:]}"
-        time.sleep(0.05)
+    poll(
+        f"{text!r} in the log",
+        lambda: text in path.read_text(errors="replace"),
+        timeout_s,
+        context=lambda: path.read_text(errors="replace")[-2000:],
+    )
 
 
 @pytest.mark.slow

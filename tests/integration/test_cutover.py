@@ -9,8 +9,6 @@ import pytest
 
 from sinks.cutover import BEHIND, FOREIGN, Replaced, fill_group, replace_group
 
-pytestmark = pytest.mark.integration
-
 T = "score-events"
 
 

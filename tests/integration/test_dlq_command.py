@@ -7,11 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.integration.streams import job_env, lb
-
-pytestmark = pytest.mark.integration
 
 GAME_G1 = '[games."g1"]\nmax_score = 1000000\n'
 GAME_G2 = '[games."g2"]\nmax_score = 1000000\n'

@@ -43,7 +43,7 @@ from confluent_kafka.admin import AdminClient
 from domain.games import GameCatalog
 from tests.integration.streams import REPO
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 DOCUMENTS = ["README.md", *sorted(p.name for p in (REPO / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\s*$")

@@ -32,8 +32,6 @@ from readers.boards import BoardReader
 from readers.friends import FriendsReader
 from sinks.boards import RedisBoardStore
 
-pytestmark = pytest.mark.integration
-
 GAMES = """
 [games."race"]
 order = "asc"

@@ -18,13 +18,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from telemetry import derive, server
 from tests.integration.streams import GAMES_TOML, generate, job_env, lb, produce
 from tests.integration.watching import free_port, http_get, start_job, until
-
-pytestmark = pytest.mark.integration
 
 
 def test_a_stalled_redis_makes_the_job_unready_but_live_and_it_recovers(

@@ -8,14 +8,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from domain.events import EventKind
 from domain.games import GameCatalog
 from readers.hot import HotReader
 from tests.integration.streams import GAMES_TOML, lb, stream_and_env
-
-pytestmark = pytest.mark.integration
 
 DAY = "daily:2026-11-01"
 START_MS = int(datetime(2026, 11, 1, tzinfo=UTC).timestamp() * 1000)

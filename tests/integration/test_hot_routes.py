@@ -24,8 +24,7 @@ from api.pages import DEFAULT_TTL_MS
 from domain.games import GameCatalog
 from tests.integration.api_server import api_settings, running_api
 from tests.integration.test_http_api import GAMES, KEYS, NOW_MS, SLOTS, _signed
-
-pytestmark = pytest.mark.integration
+from tests.poll import poll
 
 
 def _call(
@@ -181,42 +180,36 @@ def _top(base: str, query: str = "?limit=5") -> list[tuple[str, int]]:
     return [(e["playerId"], e["score"]) for e in json.loads(body)["entries"]]
 
 
-def _until(what: str, check: Any, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
-
-
 def test_the_change_stream_drops_a_cached_page_that_a_change_could_alter(
     servers: tuple[str, str], redis_client: Any, namespace: str
 ) -> None:
     hot, _ = servers
     _seed(redis_client, namespace)
-    first = _top(hot)
-    time.sleep(0.1)  # the server now follows the game's change stream
-    first = _top(hot)  # read after following began: this one is kept
+    last_page = "?limit=5&offset=38"  # nothing follows it: any change may alter it
+    _top(hot)  # the first read of the game: the server follows its change stream from now on
+    first, last = _top(hot), _top(hot, last_page)  # read while following: both are kept
     key = f"{namespace}:{{g}}:alltime"
 
-    # Written without a stream entry (as a restore would): the cached page stays.
+    # Written without a stream entry (as a restore would): the cached pages stay.
     redis_client.zadd(key, {"quiet": 60 * SLOTS})
-    assert _top(hot) == first
+    assert (_top(hot), _top(hot, last_page)) == (first, last)
 
-    # A change far below the page's last score cannot alter it: still served.
+    # A change far below the first page's last score cannot alter it: still served,
+    # once the server has seen the change (it drops the last page, which shows it).
     _changed(redis_client, namespace, "low", None, 1)
-    time.sleep(0.2)
+    poll("the stream drops the last page", lambda: _top(hot, last_page) != last)
     assert _top(hot) == first
 
     # A change reaching the page drops it: the next read shows the board as it is
     # (with the quiet write too, which the page cache had hidden).
     _changed(redis_client, namespace, "climber", None, 55)
-    _until("the stream dropped the page", lambda: _top(hot) != first)
+    poll("the stream drops the page", lambda: _top(hot) != first)
     assert _top(hot)[:2] == [("quiet", 60), ("climber", 55)]
 
     # A player on the page who moves drops it too.
     before = _top(hot)
     _changed(redis_client, namespace, "climber", 55, 56)
-    _until("a move on the page dropped it", lambda: _top(hot) != before)
+    poll("a move on the page drops it", lambda: _top(hot) != before)
     assert _top(hot)[1] == ("climber", 56)
 
 
@@ -229,11 +222,10 @@ def test_a_cached_page_is_never_older_than_its_bound(
     assert ttl_ms < DEFAULT_TTL_MS
     with running_api(settings, catalog=catalog, clock=lambda: NOW_MS, page_cache_ms=ttl_ms) as hot:
         _seed(redis_client, namespace)
-        _top(hot)
-        time.sleep(0.1)
+        _top(hot)  # the server follows the game's change stream from now on
         first = _top(hot)
         redis_client.zadd(f"{namespace}:{{g}}:alltime", {"quiet": 60 * SLOTS})
-        time.sleep(ttl_ms / 1000)
+        time.sleep(ttl_ms / 1000)  # past the bound (no stream entry tells the cache here)
         assert _top(hot) != first
         assert _top(hot)[0] == ("quiet", 60)
 

@@ -31,8 +31,6 @@ from readers.boards import BoardReader
 from schemas.codec import ScoreEventCodec
 from tests.integration.api_server import api_settings, running_api
 
-pytestmark = pytest.mark.integration
-
 KEYS = "k1:" + "11" * 32 + ",k2:" + "22" * 32
 KEYRING = parse_keyring(KEYS)
 GAMES = (

@@ -17,8 +17,6 @@ from tests.integration.streams import (
     stream_and_env,
 )
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.mark.parametrize("max_updates", ["1000", "5"])
 def test_random_stream_gives_the_oracle_boards_and_every_bad_record_once(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +22,15 @@ from tests.integration.streams import (
     read_boards,
     read_stats,
 )
+from tests.poll import poll
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 def _stop_when_busy(
     proc: subprocess.Popen[bytes], sig: int, client: Any, namespace: str, after: int
 ) -> tuple[int, bytes]:
-    deadline = time.monotonic() + 60
-    while sum(read_stats(client, namespace).values()) <= after and time.monotonic() < deadline:
-        time.sleep(0.05)
+    poll("the job applies records", lambda: sum(read_stats(client, namespace).values()) > after)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     return proc.returncode, err

@@ -23,8 +23,6 @@ from domain.keys import GroupKeys
 from tests.integration.live_events import GAME, best
 from tests.integration.streams import REPO, produce
 
-pytestmark = pytest.mark.integration
-
 ARTIFACTS = REPO / ".lb" / "artifacts"
 
 

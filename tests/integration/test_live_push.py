@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
-import time
+from functools import partial
 from typing import Any
 
 import pytest
@@ -22,8 +22,7 @@ from api.live import MAX_PENDING, ChangeHub, Subscriber
 from domain.keys import GroupKeys
 from tests.integration.live_events import GAME, best
 from tests.integration.streams import produce
-
-pytestmark = pytest.mark.integration
+from tests.poll import Deadline, apoll, poll
 
 
 def ws_url(base: str, query: str) -> str:
@@ -37,11 +36,9 @@ def receive(ws: ClientConnection, timeout: float = 10.0) -> dict[str, Any]:
 
 def until(ws: ClientConnection, check: Any, timeout: float = 60.0) -> dict[str, Any]:
     """The first message satisfying ``check`` within ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
+    deadline = Deadline("such a message", timeout)
     while True:
-        left = deadline - time.monotonic()
-        assert left > 0, "no such message in time"
-        message = receive(ws, left)
+        message = receive(ws, deadline.left())
         if check(message):
             return message
 
@@ -82,12 +79,13 @@ def test_pushes_follow_the_job_and_resume_without_a_gap(
     # Missed while disconnected: replayed on reconnect, in the first page's changes.
     produce(kafka_bootstrap, topic, [best("p3", 30), best("p4", 5)])
     stream = GroupKeys(namespace, GAME).changes
-    deadline = time.monotonic() + 20
-    while redis_client.xlen(stream) < 3 or not redis_client.zscore(
-        GroupKeys(namespace, GAME).board("alltime"), "p4"
-    ):
-        assert time.monotonic() < deadline, "the job did not apply the events"
-        time.sleep(0.05)
+    poll(
+        "the job applies the events",
+        lambda: (
+            redis_client.xlen(stream) >= 3
+            and redis_client.zscore(GroupKeys(namespace, GAME).board("alltime"), "p4")
+        ),
+    )
     with connect(ws_url(api, f"top=3&interval=50&lastEventId={last_id}")) as ws:
         page = receive(ws)
         assert page["type"] == "top"
@@ -115,10 +113,7 @@ def test_pushes_follow_the_job_and_resume_without_a_gap(
     # Fell off the end of the capped stream: told so, then a fresh page.
     redis_client.xtrim(stream, maxlen=0)
     produce(kafka_bootstrap, topic, [best("p5", 1)])
-    deadline = time.monotonic() + 20
-    while redis_client.xlen(stream) < 1:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    poll("the job appends to the trimmed stream", lambda: redis_client.xlen(stream) >= 1)
     with connect(ws_url(api, f"top=3&lastEventId={last_id}")) as ws:
         gap = receive(ws)
         assert (gap["type"], gap["lastEventId"]) == ("gap", last_id)
@@ -183,6 +178,12 @@ def test_a_subscriber_that_stops_draining_is_dropped_and_others_are_not(
         await hub.attach(stuck)
         await hub.attach(draining)
         drained = 0
+
+        def drained_all(sent: int) -> bool:
+            nonlocal drained
+            drained += len(draining.take() or [])
+            return drained >= sent
+
         for round_ in range(MAX_PENDING // 100 + 5):
             pipe = redis_client.pipeline(transaction=False)
             for _ in range(100):
@@ -190,10 +191,7 @@ def test_a_subscriber_that_stops_draining_is_dropped_and_others_are_not(
             pipe.execute()
             # Drain like a healthy connection: until the hub has handed over this
             # round's entries (not a fixed sleep, which a loaded machine outlasts).
-            deadline = asyncio.get_running_loop().time() + 10
-            while drained < (round_ + 1) * 100 and asyncio.get_running_loop().time() < deadline:
-                await asyncio.sleep(0.02)
-                drained += len(draining.take() or [])
+            await apoll("the hub hands over a round", partial(drained_all, (round_ + 1) * 100))
         await hub.close()
         await client.aclose()
         return stuck.dropped, draining.dropped, drained

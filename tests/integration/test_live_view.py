@@ -24,8 +24,6 @@ from telemetry import server
 from tests.integration.streams import GAMES_TOML, REPO, generate, job_env, lb, produce
 from tests.integration.watching import start_job, until
 
-pytestmark = pytest.mark.integration
-
 
 def _top(env: dict[str, str], game: str, limit: int) -> list[str]:
     done = lb(["top", game, "--limit", str(limit), "--json"], env, timeout=60)

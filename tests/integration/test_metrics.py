@@ -33,8 +33,6 @@ from tests.integration.streams import (
 )
 from tests.integration.watching import http_get, start_job, until
 
-pytestmark = pytest.mark.integration
-
 
 def _scrape(entries: list[dict[str, Any]]) -> tuple[derive.Samples, list[str]]:
     """All processes' samples merged (counters added), and their raw texts."""

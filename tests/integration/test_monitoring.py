@@ -27,8 +27,6 @@ from telemetry import prometheus, server
 from tests.integration.streams import GAMES_TOML, REPO, generate, job_env, lb, produce
 from tests.integration.watching import free_port, start_job, until
 
-pytestmark = pytest.mark.integration
-
 RULES = REPO / "telemetry" / "rules" / "lb.rules.yml"
 
 

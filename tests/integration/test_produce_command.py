@@ -8,12 +8,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from sinks.dead_letters import header_map
 from tests.integration.streams import job_env, lb, read_dead_letters, read_stats
-
-pytestmark = pytest.mark.integration
 
 
 def test_lb_produce_outcomes_match_what_the_job_does(

@@ -22,8 +22,6 @@ from domain.ranking import Cursor
 from readers.boards import BoardReader, UnknownGameError
 from readers.friends import FriendsReader, friends_cache_key, friends_key
 
-pytestmark = pytest.mark.integration
-
 GAMES = """
 [games."g"]
 [games."tier"]

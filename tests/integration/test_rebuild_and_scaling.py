@@ -20,7 +20,7 @@ from tests.integration.streams import (
     stream_and_env,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 def _meta(client: Any, namespace: str, suffix: str) -> dict[str, dict[bytes, bytes]]:

@@ -5,11 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.integration.streams import lb, oracle, read_boards, read_stats, stream_and_env
-
-pytestmark = pytest.mark.integration
 
 
 def test_a_flushed_namespace_or_a_new_one_is_replayed_by_the_next_run(

@@ -22,8 +22,6 @@ from tests.integration.streams import (
     read_boards,
 )
 
-pytestmark = pytest.mark.integration
-
 
 def test_job_runs_as_a_redis_acl_user_and_never_prints_the_password(
     kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path

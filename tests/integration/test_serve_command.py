@@ -7,14 +7,22 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
 
 from tests.integration.streams import REPO
+from tests.poll import poll
 
-pytestmark = pytest.mark.integration
+
+def _healthy(port: int, proc: subprocess.Popen[str]) -> bool:
+    """Whether the server answers ``/healthz`` with 200 (fails at once if it ended)."""
+    assert proc.poll() is None, proc.stderr.read() if proc.stderr else proc.returncode
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
 
 
 def serve(*args: str) -> subprocess.Popen[str]:
@@ -55,15 +63,7 @@ def test_sigterm_stops_it_cleanly() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     proc = serve("--port", str(port))
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as answer:
-                assert answer.status == 200
-                break
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
-            time.sleep(0.2)
+    poll("the server answers /healthz", lambda: _healthy(port, proc), 60)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
 
@@ -75,20 +75,10 @@ def test_workers_serve_one_port_from_several_processes_and_stop_together() -> No
         port = probe.getsockname()[1]
     proc = serve("--port", str(port), "--workers", "2")
     try:
-        deadline = time.monotonic() + 90
-        pids: set[int] = set()
-        while len(pids) < 2:
-            assert time.monotonic() < deadline, "the workers did not come up"
-            pids = _children(proc.pid)
-            time.sleep(0.2)
-        answered = 0
-        while answered < 20:
-            assert time.monotonic() < deadline, "the workers did not answer"
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
-                    answered += r.status == 200
-            except OSError:
-                time.sleep(0.2)
+        poll("two workers come up", lambda: len(_children(proc.pid)) >= 2, 90)
+        pids = _children(proc.pid)
+        for _ in range(20):
+            poll("a worker answers /healthz", lambda: _healthy(port, proc), 90)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     finally:
@@ -96,10 +86,7 @@ def test_workers_serve_one_port_from_several_processes_and_stop_together() -> No
             proc.kill()
     assert proc.returncode == 0, err
     assert "Traceback" not in err
-    gone = time.monotonic() + 10
-    while any(_alive(pid) for pid in pids) and time.monotonic() < gone:
-        time.sleep(0.1)
-    assert not any(_alive(pid) for pid in pids)
+    poll("every worker is gone", lambda: not any(_alive(pid) for pid in pids), 10)
 
 
 @pytest.mark.usefixtures("services")

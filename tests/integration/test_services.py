@@ -20,8 +20,6 @@ from infra import redis as redis_infra
 from infra import services as svc
 from infra.process import pid_alive, port_open, spawn, stop_pid, wait_until
 
-pytestmark = pytest.mark.integration
-
 
 def _consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> list[Any]:
     consumer = Consumer(

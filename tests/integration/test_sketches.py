@@ -29,8 +29,6 @@ from lb import cli
 from readers.sketches import SketchCache, approximate_percentile, published_sketch
 from sinks.sketch_publisher import SketchPublisher
 
-pytestmark = pytest.mark.integration
-
 NOW_MS = int(datetime(2026, 5, 6, 12, 0, tzinfo=UTC).timestamp() * 1000)  # a Wednesday
 ALLTIME_SLOTS = (datetime(2040, 1, 1, tzinfo=UTC) - datetime(2020, 1, 1, tzinfo=UTC)).days * 86_400
 ALLTIME = window_for(WindowKind.ALLTIME, NOW_MS)

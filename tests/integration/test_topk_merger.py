@@ -26,8 +26,6 @@ from domain.windows import WindowKind, window_for
 from jobs.topk_merger import TopKMerger
 from readers.boards import BoardReader
 
-pytestmark = pytest.mark.integration
-
 GAMES = """
 [games."sh"]
 shards = 4

@@ -8,8 +8,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.integration.streams import (
     GAMES,
     GAMES_TOML,
@@ -21,8 +19,7 @@ from tests.integration.streams import (
     read_stats,
     stream_and_env,
 )
-
-pytestmark = pytest.mark.integration
+from tests.poll import poll
 
 
 def _verify(env: dict[str, str], *args: str) -> tuple[int, dict[str, Any], str]:
@@ -104,10 +101,11 @@ def test_verify_beside_a_running_job_reports_no_false_differences(
                 time.sleep(0.1)
 
         feeder = threading.Thread(target=feed, daemon=True)
-        deadline = time.monotonic() + 120
-        while sum(read_stats(redis_client, namespace).values()) < 5000:
-            assert time.monotonic() < deadline, "the job did not start applying"
-            time.sleep(0.2)
+        poll(
+            "the job applies records",
+            lambda: sum(read_stats(redis_client, namespace).values()) >= 5000,
+            120,
+        )
         feeder.start()
         code, report, _ = _verify(env)
         moving = feeder.is_alive()

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from redis.exceptions import ResponseError
 
 from sinks.wire import RawPipeline
-
-pytestmark = pytest.mark.integration
 
 INCR = "return redis.call('INCRBY', KEYS[1], ARGV[1])"
 

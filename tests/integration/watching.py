@@ -9,7 +9,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -17,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.integration.streams import REPO
+from tests.poll import poll
 
-#: How long a condition may take to become true before the test fails.
+#: How long a condition may take to become true before the test fails (a long job).
 PATIENCE_S = 180.0
 
 
@@ -58,13 +58,11 @@ def until(
     every_s: float = 0.3,
 ) -> Any:
     """``check()``'s first truthy answer; fails naming ``what`` (and the job's log tail)."""
-    deadline = time.monotonic() + PATIENCE_S
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        if proc is not None:
+
+    def checked() -> Any:
+        found = check()
+        if not found and proc is not None:
             assert proc.poll() is None, f"the job ended: {log.read_text()[-3000:]}"
-        time.sleep(every_s)
-    raise AssertionError(f"never happened: {what}; last: {last!r}\n{log.read_text()[-3000:]}")
+        return found
+
+    return poll(what, checked, PATIENCE_S, every_s, context=lambda: log.read_text()[-3000:])

@@ -10,8 +10,6 @@ from domain.errors import ConfigError, RetryBudgetExceeded, StopRequested
 from sinks.retry import STOP_POLL_S, call_with_retry
 from sources.kafka_source import is_transient
 
-pytestmark = pytest.mark.unit
-
 
 @pytest.mark.parametrize(
     ("attempt", "elapsed", "draw", "expected"),

@@ -8,8 +8,6 @@ from hypothesis import strategies as st
 
 from domain.batching import MicroBatcher
 
-pytestmark = pytest.mark.unit
-
 
 def test_empty_is_never_due() -> None:
     batcher: MicroBatcher[int] = MicroBatcher(max_ms=50, max_items=3)

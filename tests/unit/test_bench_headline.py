@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from bench.common import machine_line
 from bench.formatting import processes
 from bench.headline import (
@@ -15,8 +13,6 @@ from bench.headline import (
     rebuild_rows,
     workload_rows,
 )
-
-pytestmark = pytest.mark.unit
 
 
 def _ingest(ref: int, redis: int, one: int, two: int, ceiling: int) -> dict[str, Any]:

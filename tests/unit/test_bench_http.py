@@ -6,8 +6,6 @@ import pytest
 
 from bench.http import leader_score, probe_deliveries
 
-pytestmark = pytest.mark.unit
-
 SENT = {101: 1.0, 102: 1.1, 103: 1.2}
 
 

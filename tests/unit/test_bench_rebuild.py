@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
 from bench.rebuild import _redis_spent, markdown
-
-pytestmark = pytest.mark.unit
 
 
 def test_redis_time_is_the_difference_of_two_readings_largest_commands_first() -> None:

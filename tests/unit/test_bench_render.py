@@ -13,8 +13,6 @@ from bench import ingest as ingest_module
 from bench.__main__ import main
 from bench.common import ROOT
 
-pytestmark = pytest.mark.unit
-
 PUBLISHED = ROOT / "docs" / "benchmarks.json"
 
 

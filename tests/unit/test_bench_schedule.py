@@ -8,8 +8,6 @@ from hypothesis import strategies as st
 
 from bench.schedule import Phase, RateSchedule, drain_seconds
 
-pytestmark = pytest.mark.unit
-
 
 def _oracle_due(phases: list[Phase]) -> list[float]:
     """Every record's due time, by walking the phases record by record."""

@@ -8,8 +8,6 @@ from bench.workloads import DAY_MS, WORKLOADS, GeneratedRecord, shape
 from domain.signing import Keyring
 from schemas.codec import ScoreEventCodec
 
-pytestmark = pytest.mark.unit
-
 KEYRING = Keyring({"k1": b"0123456789abcdef0123456789abcdef"})
 START = 1_790_000_000_000
 

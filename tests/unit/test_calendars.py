@@ -22,8 +22,6 @@ from domain.operators import apply_composite, apply_composite_asc
 from domain.scoring import TieCodec, TieResolution
 from domain.windows import Calendar, WindowKind, window_for, window_from_id
 
-pytestmark = pytest.mark.unit
-
 LA = Calendar("America/Los_Angeles", 6)
 BERLIN = Calendar("Europe/Berlin", 0)
 HOUR = 3_600_000

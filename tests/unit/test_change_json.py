@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from domain.planner import Change
 from sinks.boards.encoding import change_json as _change_json
-
-pytestmark = pytest.mark.unit
 
 ids = st.text(min_size=1, max_size=40)
 scores = st.none() | st.integers(min_value=0, max_value=2**63 - 1)

@@ -15,8 +15,6 @@ from lb.errors import explain
 from lb.help import plain
 from sinks import outcomes
 
-pytestmark = pytest.mark.unit
-
 
 def _parsers(
     parser: argparse.ArgumentParser, path: str = "lb"

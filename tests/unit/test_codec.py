@@ -17,8 +17,6 @@ from domain.errors import CodecError, ConfigError
 from domain.events import EventKind, ScoreEvent
 from schemas.codec import DEFAULT_REGISTRY, ScoreEventCodec, load_registry
 
-pytestmark = pytest.mark.unit
-
 SCHEMAS = DEFAULT_REGISTRY.parent
 V2 = Path(__file__).parent / "fixtures" / "score_event.v2.avsc"
 

@@ -20,8 +20,6 @@ from schemas.compat import (
     main,
 )
 
-pytestmark = pytest.mark.unit
-
 SCHEMAS = DEFAULT_REGISTRY.parent
 V1: dict[str, Any] = json.loads((SCHEMAS / "score_event.v1.avsc").read_text())
 V2: dict[str, Any] = json.loads(

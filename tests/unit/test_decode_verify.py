@@ -46,8 +46,6 @@ from schemas.decode_verify import (
 from tests.unit.test_codec import _event as unsigned_event
 from tests.unit.test_codec import _patch_kind, _registry, _v2_with_bonus
 
-pytestmark = pytest.mark.unit
-
 V1 = DEFAULT_REGISTRY.parent / "score_event.v1.avsc"
 V2 = Path(__file__).parent / "fixtures" / "score_event.v2.avsc"
 KEYS = parse_keyring("k1:" + "11" * 32 + ",k2:" + "22" * 32)

@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.unit
-
 DOMAIN = Path(__file__).resolve().parents[2] / "domain"
 FORBIDDEN_MODULES = {"bytewax", "redis", "confluent_kafka", "fastavro", "pyarrow", "os", "socket"}
 

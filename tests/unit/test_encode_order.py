@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from domain.keys import GroupKeys
 from domain.planner import GroupWrite
 from sinks.boards.encoding import encode as _encode
-
-pytestmark = pytest.mark.unit
 
 #: Arguments before the first board's key index (apply_group.lua's ARGV[1..5]).
 HEAD = 5

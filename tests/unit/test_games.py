@@ -12,8 +12,6 @@ from domain.games import GameCatalog, GameConfig, Operator, valid_game_id
 from domain.scoring import TieResolution
 from domain.windows import Window, WindowKind, window_for
 
-pytestmark = pytest.mark.unit
-
 DAY = 86_400_000
 JAN_2020 = 1_577_836_800_000
 JAN_2040 = 2_208_988_800_000

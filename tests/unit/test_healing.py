@@ -43,8 +43,6 @@ from tests.unit.test_planner import (
     scenarios,
 )
 
-pytestmark = pytest.mark.unit
-
 #: What Redis holds (the model's write logs are not state).
 STATE = ("zsets", "hashes", "sets", "expire_at", "ttl")
 

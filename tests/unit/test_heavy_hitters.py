@@ -15,8 +15,6 @@ from domain.heavy_hitters import ActivityCounts, HotSettings, count_activity, ho
 from domain.records import Accepted, CheckedBatch
 from domain.windows import Window, WindowKind
 
-pytestmark = pytest.mark.unit
-
 SMALL = HotSettings(lg_max_k=4, relative_error=0.05, confidence=0.95)
 
 

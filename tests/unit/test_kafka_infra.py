@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import base64
 
-import pytest
-
 from infra.kafka import new_cluster_id
-
-pytestmark = pytest.mark.unit
 
 
 def test_kraft_cluster_ids_never_look_like_an_option() -> None:

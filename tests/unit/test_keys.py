@@ -13,8 +13,6 @@ from domain.keys import BOARD_PREFIXES, GroupKeys, is_board_suffix
 from domain.windows import WindowKind
 from sinks.namespace_swap import is_projection_key
 
-pytestmark = pytest.mark.unit
-
 BOARD_IDS = (
     "alltime",
     "daily:2026-05-04",

@@ -26,8 +26,6 @@ from sources.loadgen import (
     zipf_pmf,
 )
 
-pytestmark = pytest.mark.unit
-
 START_MS = 1_777_900_000_000  # 2026-05-04
 KEYS = "k1:" + "11" * 32 + ",k2:" + "22" * 32
 

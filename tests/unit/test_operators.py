@@ -11,8 +11,6 @@ from domain.games import Operator
 from domain.operators import Entry, apply, saturates
 from domain.scoring import TieCodec, TieResolution
 
-pytestmark = pytest.mark.unit
-
 MAX = 1_000
 events_st = st.lists(st.tuples(st.integers(0, MAX), st.integers(0, 50)), min_size=1, max_size=40)
 

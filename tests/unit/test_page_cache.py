@@ -17,8 +17,6 @@ from hypothesis import strategies as st
 from api.live import StreamChange
 from api.pages import CachedPage
 
-pytestmark = pytest.mark.unit
-
 SLOTS = 4
 MAX_SCORE = 30
 PLAYERS = [f"p{i}" for i in range(12)]

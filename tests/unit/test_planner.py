@@ -24,7 +24,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -35,8 +34,6 @@ from domain.records import Accepted, CheckedBatch
 from domain.scoring import TieResolution
 from domain.windows import Calendar, WindowKind, window_for
 from tests.unit.boardmodel import BoardModel, project, write_batch
-
-pytestmark = pytest.mark.unit
 
 NS = "t"
 TOPIC = "score-events"

@@ -40,8 +40,6 @@ from domain.ranking import (
 )
 from domain.scoring import TieCodec, TieResolution
 
-pytestmark = pytest.mark.unit
-
 # --- the oracle --------------------------------------------------------------------------
 
 

@@ -9,8 +9,6 @@ from hypothesis import strategies as st
 from domain.errors import EncodingError
 from domain.scoring import MAX_EXACT, TieCodec, TieResolution
 
-pytestmark = pytest.mark.unit
-
 DAY = 86_400_000
 WEEK = 7 * DAY
 ALLTIME_ORIGIN = 1_577_836_800_000  # 2020-01-01T00:00Z

@@ -8,8 +8,6 @@ import pytest
 from config.settings import DEV_KEYRING, Settings
 from domain.errors import ConfigError
 
-pytestmark = pytest.mark.unit
-
 
 def test_defaults_point_at_what_lb_up_recorded(tmp_path: Path) -> None:
     (tmp_path / "services.json").write_text(json.dumps({"kafka_port": 41000, "redis_port": 41001}))

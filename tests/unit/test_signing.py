@@ -21,8 +21,6 @@ from domain.signing import (
     verify,
 )
 
-pytestmark = pytest.mark.unit
-
 SECRET_1 = "00112233445566778899aabbccddeeff"
 SECRET_2 = "ff" * 32
 KEYS = f"k1:{SECRET_1},k2:{SECRET_2}"

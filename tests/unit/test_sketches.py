@@ -37,8 +37,6 @@ from domain.sketches import (
 )
 from domain.windows import DAY_MS, WindowKind, window_for
 
-pytestmark = pytest.mark.unit
-
 T0 = 1_777_896_000_000  # 2026-05-04T12:00:00Z, a Monday
 
 

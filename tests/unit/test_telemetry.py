@@ -17,8 +17,6 @@ from lb.live_view import Frame, frame
 from telemetry import derive, prometheus, server
 from telemetry.logs import JsonFormatter, step_of
 
-pytestmark = pytest.mark.unit
-
 
 @pytest.mark.parametrize(
     ("base", "process", "port"),

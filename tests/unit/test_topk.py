@@ -26,8 +26,6 @@ from domain.topk import (
 )
 from domain.windows import WindowKind
 
-pytestmark = pytest.mark.unit
-
 
 def oracle_order(members: list[Member]) -> list[Member]:
     return sorted(members, key=lambda m: (-m.composite, _desc_bytes(m.player_id)))

@@ -19,8 +19,6 @@ from domain.records import Accepted, CheckedBatch
 from domain.windows import WindowKind
 from tests.unit.boardmodel import BoardModel, project
 
-pytestmark = pytest.mark.unit
-
 NS = "t"
 TOPIC = "score-events"
 

@@ -36,8 +36,6 @@ from domain.validation import (
 from schemas.codec import ScoreEventCodec
 from schemas.decode_verify import ENGINES, decode_verifier
 
-pytestmark = pytest.mark.unit
-
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 

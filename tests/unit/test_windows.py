@@ -16,8 +16,6 @@ from domain.windows import (
     windows_for,
 )
 
-pytestmark = pytest.mark.unit
-
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 ONE_MS = dt.timedelta(milliseconds=1)
 # The whole range the ids can spell (years 0001..9999), in epoch ms.

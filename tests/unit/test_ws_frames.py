@@ -19,8 +19,6 @@ from websockets.protocol import Protocol, Side, State
 
 from api.ws_frames import EXTENSION, FrameWriter, SharedFrameProtocol, text_frame
 
-pytestmark = pytest.mark.unit
-
 PAGE = '{"type":"top","id":"1-0","window":"alltime","entries":[],"changes":[]}'
 HANDSHAKE = (
     b"GET /live HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
