@@ -16,7 +16,7 @@ import importlib.util
 import os
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -140,26 +140,10 @@ def app_from_environment() -> Any:
     return app
 
 
-def create_app(
-    settings: Settings,
-    *,
-    catalog: GameCatalog | None = None,
-    clock: Callable[[], int] = wall_clock_ms,
-    max_body: int = MAX_BODY_BYTES,
-    hot_routes: bool = True,
-    page_cache_ms: int = DEFAULT_TTL_MS,
-) -> Any:
-    """The whole HTTP API of one deployment (an ASGI app for uvicorn).
-
-    Readers use ``LB_REDIS_URL``, ``LB_NAMESPACE`` and the ``LB_GAMES`` catalog
-    (or ``catalog``); intake verifies with ``LB_HMAC_KEYS`` and produces to
-    ``LB_TOPIC``. ``clock`` (epoch ms) decides which daily/weekly board is
-    current; tests pass a fixed one. ``hot_routes=False`` sends every request
-    through FastAPI (:mod:`api.hot` is only a shorter way to the same answers;
-    the tests compare the two). ``page_cache_ms`` bounds the age of a cached
-    top page (:mod:`api.pages`; 0: no cache).
-    """
-    games = catalog if catalog is not None else game_catalog(settings)
+def _lifespan(
+    settings: Settings, games: GameCatalog, clock: Callable[[], int], page_cache_ms: int
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Makes the clients at start-up, shares them through ``app.state``, closes them at exit."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -201,20 +185,11 @@ def create_app(
             await async_client.aclose()
             sync_client.close()
 
-    app = FastAPI(
-        title="Real-time leaderboard API",
-        version=API_VERSION,
-        description="Reads of the Redis leaderboards, live pushes and signed score intake; "
-        'see docs/API.md. Every error is {"error": {"code", "message"}}.',
-        docs_url=None,
-        redoc_url=None,
-        lifespan=lifespan,
-    )
-    install_error_handlers(app, [routes.router, push.router])
-    app.include_router(routes.router)
-    app.include_router(push.router)
-    app.mount("/docs-assets", StaticFiles(directory=docs_assets()), name="docs-assets")
-    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return lifespan
+
+
+def _add_pages(app: FastAPI) -> None:
+    """The metrics, the Swagger UI and the live page: routes outside the OpenAPI document."""
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics() -> Response:
@@ -236,5 +211,43 @@ def create_app(
     async def page() -> FileResponse:
         return FileResponse(STATIC / "index.html")
 
+
+def create_app(
+    settings: Settings,
+    *,
+    catalog: GameCatalog | None = None,
+    clock: Callable[[], int] = wall_clock_ms,
+    max_body: int = MAX_BODY_BYTES,
+    hot_routes: bool = True,
+    page_cache_ms: int = DEFAULT_TTL_MS,
+) -> Any:
+    """The whole HTTP API of one deployment (an ASGI app for uvicorn).
+
+    Readers use ``LB_REDIS_URL``, ``LB_NAMESPACE`` and the ``LB_GAMES`` catalog
+    (or ``catalog``); intake verifies with ``LB_HMAC_KEYS`` and produces to
+    ``LB_TOPIC``. ``clock`` (epoch ms) decides which daily/weekly board is
+    current; tests pass a fixed one. ``hot_routes=False`` sends every request
+    through FastAPI (:mod:`api.hot` is only a shorter way to the same answers;
+    the tests compare the two). ``page_cache_ms`` bounds the age of a cached
+    top page (:mod:`api.pages`; 0: no cache).
+    """
+    games = catalog if catalog is not None else game_catalog(settings)
+
+    app = FastAPI(
+        title="Real-time leaderboard API",
+        version=API_VERSION,
+        description="Reads of the Redis leaderboards, live pushes and signed score intake; "
+        'see docs/API.md. Every error is {"error": {"code", "message"}}.',
+        docs_url=None,
+        redoc_url=None,
+        lifespan=_lifespan(settings, games, clock, page_cache_ms),
+    )
+    install_error_handlers(app, [routes.router, push.router])
+    app.include_router(routes.router)
+    app.include_router(push.router)
+    app.mount("/docs-assets", StaticFiles(directory=docs_assets()), name="docs-assets")
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    _add_pages(app)
     hot = HotRoutes(app, enabled=hot_routes)
     return BodyLimits(RawPathRouting(RequestMetrics(hot)), max_body)

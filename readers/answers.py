@@ -3,15 +3,15 @@
 The readers build these documents; the CLI prints them (``--json``), the HTTP
 routes answer them (FastAPI validates each one against the route's
 ``response_model``, which is one of these), the hot routes and the page cache
-validate and serialise them with :func:`serializer`, and the OpenAPI
+validate and serialise them the same way (:func:`api.models.page_bytes`), and the OpenAPI
 document is generated from them. Field names are the JSON names of
 docs/API.md (camelCase).
 
 They are ``TypedDict`` s, not pydantic models: a reader builds a plain dict
 (cheap, and printable as it is), and nothing here imports pydantic, so the
 CLI does not pay for it. A docstring under a field is its description in the
-OpenAPI document (:func:`_documented`). ``typing_extensions.TypedDict``,
-because pydantic needs it on Python 3.11.
+OpenAPI document, and validation is strict (:func:`_documented`). They are
+``typing_extensions.TypedDict`` s because pydantic needs that on Python 3.11.
 """
 
 from __future__ import annotations
@@ -42,8 +42,13 @@ T = TypeVar("T")
 
 
 def _documented(shape: type[T]) -> type[T]:
-    """Field docstrings become descriptions (pydantic's config, set without importing it)."""
-    shape.__pydantic_config__ = {"use_attribute_docstrings": True}  # type: ignore[attr-defined]
+    """Pydantic's config of an answer, set without importing pydantic.
+
+    Strict: an answer is checked, not coerced (a score the reader got wrong as
+    text is an error, not a number); field docstrings become descriptions.
+    """
+    config = {"strict": True, "use_attribute_docstrings": True}
+    shape.__pydantic_config__ = config  # type: ignore[attr-defined]
     return shape
 
 
