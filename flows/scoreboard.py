@@ -15,10 +15,13 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from types import FrameType
 
 import bytewax.operators as op
 from bytewax.dataflow import Dataflow
+from bytewax.inputs import Source
+from bytewax.outputs import Sink
 
 from config.clients import job_redis_client
 from config.heap import tune_for_streaming
@@ -78,6 +81,28 @@ def _checked(
     return settings, config, topics
 
 
+def wire(
+    source: Source[RecordBatch],
+    validate: Callable[[RecordBatch], CheckedBatch],
+    boards: Sink[CheckedBatch],
+    dead_letters: Sink[CheckedBatch] | None,
+) -> Dataflow:
+    """The steps, given their parts: read batches, validate each, write letters and boards.
+
+    :func:`build` passes the Kafka source and the Redis and Kafka sinks; a
+    test passes ``bytewax.testing``'s source and sinks (tests/unit/test_flow.py).
+    """
+    flow = Dataflow(FLOW_ID)
+    batches = op.input("score_events", flow, source)
+    # RecordBatch(topic, partition, records=(SourceRecord(offset, ts, key, value), ...))
+    checked = op.map("validate", batches, hooks.timed("validate", validate))
+    # CheckedBatch(accepted=(Accepted(offset, event, game, windows), ...), dead=(DeadLetter, ...))
+    if dead_letters is not None:
+        op.output("dead_letters", checked, dead_letters)
+    op.output("boards", checked, boards)
+    return flow
+
+
 def build(
     until_end: bool = False, namespace: str | None = None, dead_letters: bool = True
 ) -> Dataflow:
@@ -108,55 +133,43 @@ def build(
     def redis() -> object:
         return job_redis_client(settings)
 
-    flow = Dataflow(FLOW_ID)
-    batches = op.input(
-        "score_events",
-        flow,
-        ScoreTopicSource(
+    source = ScoreTopicSource(
+        settings.kafka_config(),
+        settings.topic,
+        batch_ms=settings.batch_ms,
+        batch_max=settings.batch_max,
+        until_end=until_end,
+        stop=stop,
+        rewinds=rewinds,
+        resume=ResumeFromRedis(redis, target, retry),
+        tick_ms=settings.heal_check_s * 1000,
+    )
+    letters = (
+        DeadLetterSink(
             settings.kafka_config(),
+            settings.dlq_topic,
             settings.topic,
-            batch_ms=settings.batch_ms,
-            batch_max=settings.batch_max,
-            until_end=until_end,
-            stop=stop,
-            rewinds=rewinds,
-            resume=ResumeFromRedis(redis, target, retry),
-            tick_ms=settings.heal_check_s * 1000,
-        ),
-    )
-    # RecordBatch(topic, partition, records=(SourceRecord(offset, ts, key, value), ...))
-    checked = op.map("validate", batches, hooks.timed("validate", validator.check_batch))
-    # CheckedBatch(accepted=(Accepted(offset, event, game, windows), ...), dead=(DeadLetter, ...))
-    if dead_letters:
-        op.output(
-            "dead_letters",
-            checked,
-            DeadLetterSink(
-                settings.kafka_config(),
-                settings.dlq_topic,
-                settings.topic,
-                delivery_timeout_s=settings.kafka_retry_s,
-            ),
+            delivery_timeout_s=settings.kafka_retry_s,
         )
-    op.output(
-        "boards",
-        checked,
-        RedisBoardSink(
-            redis,
-            target,
-            settings.dedupe_horizon_s * 1000,
-            settings.cache_players,
-            retry=retry,
-            rewinds=rewinds,
-            heal_check_s=settings.heal_check_s,
-            stopping=stop.is_set,
-            partitions=partitions,
-            max_updates=settings.write_max_updates,
-        ),
+        if dead_letters
+        else None
     )
+    boards = RedisBoardSink(
+        redis,
+        target,
+        settings.dedupe_horizon_s * 1000,
+        settings.cache_players,
+        retry=retry,
+        rewinds=rewinds,
+        heal_check_s=settings.heal_check_s,
+        stopping=stop.is_set,
+        partitions=partitions,
+        max_updates=settings.write_max_updates,
+    )
+    flow = wire(source, validator.check_batch, boards, letters)
     # The flow is built once per worker process, before it consumes anything.
     tune_for_streaming()
     return flow
 
 
-__all__ = ["CheckedBatch", "RecordBatch", "build"]
+__all__ = ["CheckedBatch", "RecordBatch", "build", "wire"]
