@@ -30,6 +30,7 @@ from api.models import ScoreEventIn
 from domain.errors import ServiceError
 from domain.events import EventKind, ScoreEvent
 from domain.games import GameCatalog, valid_game_id
+from domain.outcomes import DeadLetterCode as Code
 from domain.signing import Keyring, Verdict, canonical, sign, verify
 from schemas.codec import ScoreEventCodec
 from sources.producer import ScoreProducer
@@ -157,19 +158,23 @@ class ScoreIntake:
         )
         verdict = verify(self._keyring, claimed)
         if verdict is Verdict.UNKNOWN_KEY:
-            raise ApiError(HTTPStatus.UNAUTHORIZED, "UNKNOWN_KEY", f"unknown keyId {body.keyId!r}")
+            raise ApiError(
+                HTTPStatus.UNAUTHORIZED, Code.UNKNOWN_KEY, f"unknown keyId {body.keyId!r}"
+            )
         if verdict is not Verdict.OK:
             raise ApiError(
-                HTTPStatus.UNAUTHORIZED, "SIGNATURE", "the signature does not match the event"
+                HTTPStatus.UNAUTHORIZED, Code.SIGNATURE, "the signature does not match the event"
             )
         if not valid_game_id(body.gameId):
             raise invalid_body("gameId must be 1..64 of A-Z a-z 0-9 . _ -")
         game = self._catalog.lookup(body.gameId)
         if game is None:
-            raise ApiError(HTTPStatus.BAD_REQUEST, "UNKNOWN_GAME", f"unknown game {body.gameId!r}")
+            raise ApiError(
+                HTTPStatus.BAD_REQUEST, Code.UNKNOWN_GAME, f"unknown game {body.gameId!r}"
+            )
         if kind is EventKind.SCORE and body.score > game.max_score:
             raise ApiError(
-                HTTPStatus.BAD_REQUEST, "BOUNDS", f"score {body.score} is above {game.max_score}"
+                HTTPStatus.BAD_REQUEST, Code.BOUNDS, f"score {body.score} is above {game.max_score}"
             )
         if body.eventId is not None:
             return claimed

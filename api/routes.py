@@ -124,7 +124,9 @@ def _absent(player_id: str, window_id: str) -> ApiError:
     responses=errors(400, 404, 500, 503),
     summary="One page of a board, best first",
 )
-async def top(game: GameId, q: Annotated[TopQuery, Query()], boards: AsyncBoards, now: Now) -> Any:
+async def top(
+    game: GameId, q: Annotated[TopQuery, Query()], boards: AsyncBoards, now: Now
+) -> TopPage:
     """One page by offset or cursor; ``nextCursor`` is null at the end."""
     return await boards.top(
         game, q.window, q.limit, q.offset, q.cursor or None, now_ms=now, ranks=q.rank_mode
@@ -143,7 +145,7 @@ async def rank(
     q: Annotated[RankedQuery, Query()],
     boards: AsyncBoards,
     now: Now,
-) -> Any:
+) -> RankAnswer:
     """404 ``NOT_FOUND`` when the player has no score on that board."""
     answer = await boards.rank(game, player, q.window, now_ms=now, ranks=q.rank_mode)
     if answer["score"] is None:
@@ -163,7 +165,7 @@ async def neighbors(
     q: Annotated[NeighborsQuery, Query()],
     boards: AsyncBoards,
     now: Now,
-) -> Any:
+) -> AroundAnswer:
     """``above + [player] + below`` is one contiguous slice; 404 without a score."""
     answer = await boards.around(game, player, q.window, q.k, now_ms=now, ranks=q.rank_mode)
     if answer["player"] is None:
@@ -183,7 +185,7 @@ def player_tournaments(
     q: Annotated[TournamentsQuery, Query()],
     boards: SyncBoards,
     now: Now,
-) -> Any:
+) -> PlayerTournaments:
     """An empty list when the player is on no tournament board (still 200)."""
     return boards.player_tournaments(game, player, now_ms=now, ranks=q.rank_mode)
 
@@ -200,7 +202,7 @@ def friends_board(
     friends: FriendsOf,
     now: Now,
     response: Response,
-) -> Any:
+) -> FriendsBoard:
     """Cached for about 5 s (``Cache-Control: private, max-age=<ttl>``)."""
     board = friends.board(game, q.playerId, q.window, now_ms=now)
     response.headers["Cache-Control"] = f"private, max-age={board['ttl']}"
@@ -213,7 +215,7 @@ def friends_board(
     responses=errors(400, 404, 500, 503),
     summary="The most active players and games of a period (heavy hitters)",
 )
-def hot(game: GameId, q: Annotated[HotQuery, Query()], counts: HotOf, now: Now) -> Any:
+def hot(game: GameId, q: Annotated[HotQuery, Query()], counts: HotOf, now: Now) -> HotAnswer:
     """404 ``NOT_FOUND`` until ``lb hot GAME --window W --publish`` has published the period."""
     answer = counts.hot(game, q.window, q.limit, q.playerId, now_ms=now)
     if answer is None:
@@ -232,7 +234,7 @@ def hot(game: GameId, q: Annotated[HotQuery, Query()], counts: HotOf, now: Now) 
     responses=errors(400, 404, 503),
     summary="The players this player follows",
 )
-def list_friends(game: GameId, player: PlayerId, _q: _NoQuery, friends: FriendsOf) -> Any:
+def list_friends(game: GameId, player: PlayerId, _q: _NoQuery, friends: FriendsOf) -> Friends:
     """One-way, per game."""
     return {"playerId": player, "friends": friends.list_friends(game, player)}
 
@@ -245,7 +247,7 @@ def list_friends(game: GameId, player: PlayerId, _q: _NoQuery, friends: FriendsO
 )
 def add_friend(
     game: GameId, player: PlayerId, friend: FriendId, _q: _NoQuery, friends: FriendsOf
-) -> Any:
+) -> FriendAdded:
     """``added`` is false when already followed."""
     added = friends.add(game, player, [friend])
     return {"playerId": player, "friendId": friend, "added": bool(added)}
@@ -259,7 +261,7 @@ def add_friend(
 )
 def remove_friend(
     game: GameId, player: PlayerId, friend: FriendId, _q: _NoQuery, friends: FriendsOf
-) -> Any:
+) -> FriendRemoved:
     """``removed`` is false when not followed."""
     removed = friends.remove(game, player, [friend])
     return {"playerId": player, "friendId": friend, "removed": bool(removed)}

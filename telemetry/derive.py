@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from domain.outcomes import BOARD_OUTCOMES, REFUSALS
+
 #: Upper bounds (seconds) of the freshness histogram: record timestamp to the
 #: board write acknowledged. The target is "top-N visible within 1 s".
 FRESHNESS_BUCKETS_S: tuple[float, ...] = (
@@ -32,11 +34,11 @@ FRESHNESS_BUCKETS_S: tuple[float, ...] = (
 )
 
 #: The outcomes of ``lb_records_total``: the conservation law's four places.
-OUTCOMES = ("applied", "noop", "duplicate", "dead_letter")
+OUTCOMES = (*(outcome.value for outcome in BOARD_OUTCOMES), "dead_letter")
 
 #: Reasons of ``lb_tournament_refusals_total``: counted besides the outcome above
 #: (the record still updates the game's other boards), never dead letters.
-TOURNAMENT_REFUSALS = ("tournament_full", "attempts_used_up")
+TOURNAMENT_REFUSALS = tuple(refusal.value for refusal in REFUSALS)
 
 #: ``game`` label of dead letters: a record refused before it decoded has no game.
 NO_GAME = "*"
