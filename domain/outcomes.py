@@ -9,26 +9,31 @@ path keeps the plain ``.value`` strings, which hash in C.
 
 from __future__ import annotations
 
-from enum import StrEnum
+from enum import StrEnum, auto
 
 
 class Outcome(StrEnum):
-    """What happened to an accepted record; counted in ``meta:stats``."""
+    """What happened to an accepted record, counted in ``meta:stats``.
+
+    Each value is its name in lower case (``applied``, ``noop``, ...).
+    """
 
     #: It changed at least one board.
-    APPLIED = "applied"
+    APPLIED = auto()
     #: It changed nothing (not better than the kept score, say).
-    NOOP = "noop"
+    NOOP = auto()
     #: Its event id was seen before (a retried submission, a replay).
-    DUPLICATE = "duplicate"
+    DUPLICATE = auto()
     #: An ``incr`` total reached the game's ``max_score`` and stopped there.
-    SATURATED = "saturated"
+    SATURATED = auto()
     #: Kept off a tournament board: the player's partition had no seat left.
-    TOURNAMENT_FULL = "tournament_full"
+    TOURNAMENT_FULL = auto()
     #: Kept off a tournament board: the player had used every attempt.
-    ATTEMPTS_USED_UP = "attempts_used_up"
+    ATTEMPTS_USED_UP = auto()
 
 
+#: Every outcome's name as a plain string (the fields of ``meta:stats``), in declaration order.
+COUNTERS = tuple(outcome.value for outcome in Outcome)
 #: The outcomes that partition the accepted records, in the order summaries name them.
 BOARD_OUTCOMES = (Outcome.APPLIED, Outcome.NOOP, Outcome.DUPLICATE)
 #: Tournament refusals: counted besides the outcome (never dead-lettered; the
@@ -37,24 +42,29 @@ REFUSALS = (Outcome.TOURNAMENT_FULL, Outcome.ATTEMPTS_USED_UP)
 
 
 class DeadLetterCode(StrEnum):
-    """Why a record was refused (SPEC.md): its dead letter's ``error.code`` header."""
+    """Why a record was refused (SPEC.md): its dead letter's ``error.code`` header.
 
-    #: The bytes are not a readable record (schemas/codec.py has the details).
+    ``DECODE``: not a readable record; ``SCHEMA``: readable but breaking the
+    schema contract or the id rules (schemas/codec.py details both);
+    ``SIGNATURE``: the HMAC does not match; ``UNKNOWN_KEY``: a key id the
+    keyring does not hold; ``BOUNDS``: a score or timestamp outside the game's
+    bounds; ``FUTURE``: stamped further after its Kafka record than the
+    allowed skew; ``LATE``: every board it would update had closed;
+    ``UNKNOWN_GAME``: a game the catalog does not serve.
+    """
+
     DECODE = "DECODE"
-    #: Readable, but breaking the schema contract or the id rules.
     SCHEMA = "SCHEMA"
-    #: The HMAC does not match the event.
     SIGNATURE = "SIGNATURE"
-    #: Signed with a key id the keyring does not hold.
     UNKNOWN_KEY = "UNKNOWN_KEY"
-    #: A score or timestamp outside the game's bounds.
     BOUNDS = "BOUNDS"
-    #: Stamped further after its Kafka record's timestamp than the allowed skew.
     FUTURE = "FUTURE"
-    #: Every board it would update closed too long before its record's timestamp.
     LATE = "LATE"
-    #: A game the catalog does not serve.
     UNKNOWN_GAME = "UNKNOWN_GAME"
+
+
+#: Every dead-letter code as a plain string, in declaration order.
+CODES = tuple(code.value for code in DeadLetterCode)
 
 
 class DeadLetterHeader(StrEnum):

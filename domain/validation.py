@@ -13,21 +13,13 @@ from collections.abc import Callable, Sequence
 from domain.errors import EncodingError
 from domain.events import EventKind, ScoreEvent
 from domain.games import GameCatalog, GameConfig, valid_game_id
-from domain.outcomes import DeadLetterCode
+from domain.outcomes import CODES as CODES
 from domain.records import Accepted, CheckedBatch, DeadLetter, RecordBatch, SourceRecord
 from domain.windows import Window, WindowKind
 
-#: Dead-letter codes (:class:`domain.outcomes.DeadLetterCode`, SPEC.md); every refused
-#: record carries exactly one.
-DECODE = DeadLetterCode.DECODE.value
-SCHEMA = DeadLetterCode.SCHEMA.value
-SIGNATURE = DeadLetterCode.SIGNATURE.value
-UNKNOWN_KEY = DeadLetterCode.UNKNOWN_KEY.value
-BOUNDS = DeadLetterCode.BOUNDS.value
-FUTURE = DeadLetterCode.FUTURE.value
-LATE = DeadLetterCode.LATE.value
-UNKNOWN_GAME = DeadLetterCode.UNKNOWN_GAME.value
-CODES = tuple(code.value for code in DeadLetterCode)
+#: Dead-letter codes (:class:`domain.outcomes.DeadLetterCode` as plain strings, SPEC.md);
+#: every refused record carries exactly one.
+DECODE, SCHEMA, SIGNATURE, UNKNOWN_KEY, BOUNDS, FUTURE, LATE, UNKNOWN_GAME = CODES
 
 #: A batch's decode + signature outcome as three columns, one item per record:
 #: ``(events, codes, details)``. Per record: ``event, None, None`` for a

@@ -20,20 +20,35 @@ PATIENCE_S = 60.0
 
 
 class Deadline:
-    """A bound on a wait: how much of it is left (for loops that block on a receive)."""
+    """A bound on one wait; failing it names what was awaited (and ``context()``)."""
 
-    __slots__ = ("end", "what")
+    __slots__ = ("context", "end", "what")
 
-    def __init__(self, what: str, timeout_s: float = PATIENCE_S) -> None:
+    def __init__(
+        self, what: str, timeout_s: float = PATIENCE_S, context: Callable[[], str] | None = None
+    ) -> None:
         self.what = what
         self.end = time.monotonic() + timeout_s
+        self.context = context
 
     def left(self) -> float:
-        """Seconds left; fails the test (naming what was awaited) once none are."""
+        """Seconds left (for a loop that blocks on a receive); fails once none are."""
         left = self.end - time.monotonic()
         if left <= 0:
-            raise AssertionError(f"never happened: {self.what}")
+            self.fail(None)
         return left
+
+    def settled(self, last: object) -> bool:
+        """Whether ``last`` is the truthy answer awaited; fails once the time is up."""
+        if last:
+            return True
+        if time.monotonic() >= self.end:
+            self.fail(last)
+        return False
+
+    def fail(self, last: object) -> None:
+        extra = f"\n{self.context()}" if self.context is not None else ""
+        raise AssertionError(f"never happened: {self.what}; last: {last!r}{extra}")
 
 
 def poll(
@@ -48,26 +63,17 @@ def poll(
     ``check`` may also assert that waiting is still worth it (a process it
     waits on is still running, say): its AssertionError ends the wait at once.
     """
-    end = time.monotonic() + timeout_s
-    while True:
-        last = check()
-        if last:
-            return last
-        if time.monotonic() >= end:
-            extra = f"\n{context()}" if context is not None else ""
-            raise AssertionError(f"never happened: {what}; last: {last!r}{extra}")
+    deadline = Deadline(what, timeout_s, context)
+    while not deadline.settled(last := check()):
         time.sleep(every_s)
+    return last
 
 
 async def apoll(
     what: str, check: Callable[[], T], timeout_s: float = PATIENCE_S, every_s: float = 0.02
 ) -> T:
     """:func:`poll` inside an event loop: sleeps without blocking the loop."""
-    end = time.monotonic() + timeout_s
-    while True:
-        last = check()
-        if last:
-            return last
-        if time.monotonic() >= end:
-            raise AssertionError(f"never happened: {what}; last: {last!r}")
+    deadline = Deadline(what, timeout_s)
+    while not deadline.settled(last := check()):
         await asyncio.sleep(every_s)
+    return last

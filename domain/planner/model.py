@@ -15,19 +15,13 @@ from typing import NamedTuple
 from domain.games import Operator, Tournament
 from domain.keys import GroupKeys
 from domain.operators import apply_composite
-from domain.outcomes import Outcome
+from domain.outcomes import COUNTERS as COUNTERS
 from domain.records import Accepted
 
-#: Counter names kept in ``meta:stats`` (written in the same transaction as the boards),
-#: as the plain strings of :class:`domain.outcomes.Outcome` (they hash in C on the hot path).
-APPLIED = Outcome.APPLIED.value
-NOOP = Outcome.NOOP.value
-DUPLICATE = Outcome.DUPLICATE.value
-SATURATED = Outcome.SATURATED.value
-TOURNAMENT_FULL = Outcome.TOURNAMENT_FULL.value
-ATTEMPTS_USED_UP = Outcome.ATTEMPTS_USED_UP.value
-#: Every counter of ``meta:stats``; the first three partition the accepted records.
-COUNTERS = tuple(outcome.value for outcome in Outcome)
+#: Counter names kept in ``meta:stats`` (written in the same transaction as the boards):
+#: every :class:`domain.outcomes.Outcome` as a plain string; the first three partition
+#: the accepted records.
+APPLIED, NOOP, DUPLICATE, SATURATED, TOURNAMENT_FULL, ATTEMPTS_USED_UP = COUNTERS
 
 #: A member whose value was never read (a RETRACT removes it without looking).
 UNKNOWN = -1
