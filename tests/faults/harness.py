@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from infra import services as svc
@@ -32,9 +31,7 @@ from tests.integration.streams import (
     read_boards,
     read_stats,
 )
-
-#: The marks of every fault test (plus its own ``pytest.mark.timeout``).
-FAULT_MARKS = [pytest.mark.faults, pytest.mark.integration, pytest.mark.slow]
+from tests.poll import poll
 
 #: Private ports, below the ephemeral range and apart from the shared services
 #: (29092/29093, 26379, 17101-17103), test_services (29592, 26979) and benchmarks.
@@ -169,12 +166,9 @@ class Feeder(threading.Thread):
 
 
 def wait_for(check: Callable[[], bool], timeout_s: float, what: str) -> float:
-    """Poll ``check`` until true; returns the seconds it took."""
+    """Poll ``check`` until true (:func:`tests.poll.poll`); returns the seconds it took."""
     started = time.monotonic()
-    while not check():
-        if time.monotonic() - started > timeout_s:
-            raise AssertionError(f"{what}: not within {timeout_s:.0f}s")
-        time.sleep(0.2)
+    poll(what, check, timeout_s, every_s=0.2)
     return time.monotonic() - started
 
 

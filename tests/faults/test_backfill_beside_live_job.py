@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from tests.faults.harness import FAULT_MARKS, Job, Scenario, wait_for
+from tests.faults.harness import Job, Scenario, wait_for
 from tests.integration.test_backfill import group_snapshot
 
-pytestmark = [*FAULT_MARKS, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 #: The game the backfill replays, and the one it must leave alone (whose
 #: events stop early, so nothing else writes it while the backfill runs).

@@ -30,9 +30,9 @@ from redis.cluster import RedisCluster
 
 from infra import redis as redis_infra
 from infra.process import stop_pid
-from tests.faults.harness import CLUSTER_BASE_PORT, FAULT_MARKS, Scenario, wait_for
+from tests.faults.harness import CLUSTER_BASE_PORT, Scenario, wait_for
 
-pytestmark = [*FAULT_MARKS, pytest.mark.cluster, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(420)]
 
 NODES = 6
 NODE_TIMEOUT_MS = 2000

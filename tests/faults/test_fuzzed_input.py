@@ -12,7 +12,6 @@ import pytest
 from domain.signing import parse_keyring, signed_event
 from schemas.codec import ScoreEventCodec
 from sinks.dead_letters import header_map
-from tests.faults.harness import FAULT_MARKS
 from tests.integration.streams import (
     KEYS,
     Planned,
@@ -26,7 +25,7 @@ from tests.integration.streams import (
 
 TIMEOUT_S = 600
 
-pytestmark = [*FAULT_MARKS, pytest.mark.timeout(TIMEOUT_S)]
+pytestmark = pytest.mark.timeout(TIMEOUT_S)
 
 COUNT = 100_000
 RECORD_TS = 1_778_000_000_000  # 2026-05-05, well inside every board's range

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.faults.harness import FAULT_MARKS, Job, outcomes, verify
+from tests.faults.harness import Job, outcomes, verify
 from tests.integration.streams import (
     GAMES_TOML,
     chunks,
@@ -30,7 +30,7 @@ from tests.integration.streams import (
 
 TIMEOUT_S = 420
 
-pytestmark = [*FAULT_MARKS, pytest.mark.timeout(TIMEOUT_S)]
+pytestmark = pytest.mark.timeout(TIMEOUT_S)
 
 KILLS = 4
 #: Each run of the job cuts group writes into pieces of another size (0: whole),

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.faults.harness import FAULT_MARKS, Scenario
+from tests.faults.harness import Scenario
 
-pytestmark = [*FAULT_MARKS, pytest.mark.timeout(420)]
+pytestmark = pytest.mark.timeout(420)
 
 COUNT = 24_000
 OUTAGE_S = 3.0

@@ -15,10 +15,10 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.faults.harness import FAULT_MARKS, Scenario, wait_for
+from tests.faults.harness import Scenario, wait_for
 from tests.integration.streams import lb
 
-pytestmark = [*FAULT_MARKS, pytest.mark.timeout(420)]
+pytestmark = pytest.mark.timeout(420)
 
 COUNT = 20_000
 

@@ -22,9 +22,9 @@ import redis
 
 from infra import redis as redis_infra
 from infra.process import pid_alive, port_open, stop_pid
-from tests.faults.harness import FAULT_MARKS, Scenario, wait_for
+from tests.faults.harness import Scenario, wait_for
 
-pytestmark = [*FAULT_MARKS, pytest.mark.timeout(420)]
+pytestmark = pytest.mark.timeout(420)
 
 COUNT = 20_000
 
