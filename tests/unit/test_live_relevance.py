@@ -86,8 +86,8 @@ def test_touches_top_on_either_order(
 ) -> None:
     player, old, new = change
     floor = _mark(40, ascending)
-    change_ = _change(player, old, new, ascending)
-    assert touches_top(change_, {"a", "b"}, floor, ascending) is touches
+    candidate = _change(player, old, new, ascending)
+    assert touches_top(candidate, {"a", "b"}, floor, ascending) is touches
 
 
 @ORDERS
