@@ -35,7 +35,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from api import routes
 from api.errors import error_body
-from api.models import ScoreEventIn, ScoreSubmission, TopQuery, page_bytes
+from api.models import ScoreEventIn, ScoreSubmission, TopQuery, page_bytes, submitted_bytes
 from api.pages import PageCache
 from domain.errors import LeaderboardError, ServiceError
 
@@ -183,6 +183,6 @@ class HotRoutes:
             )
             return None
         ids = [event.event_id for event in events]
-        answer = {"eventId": ids[0]} if isinstance(submission, ScoreEventIn) else {"eventIds": ids}
-        await send_json(send, HTTPStatus.ACCEPTED, json_bytes(answer))
+        body = submitted_bytes(ids, batch=not isinstance(submission, ScoreEventIn))
+        await send_json(send, HTTPStatus.ACCEPTED, body)
         return None

@@ -42,6 +42,7 @@ from readers.answers import (
 __all__ = [
     "DEFAULT_WINDOW",
     "MAX_BATCH",
+    "SUBMITTED",
     "TOP_PAGE",
     "Accepted",
     "AcceptedBatch",
@@ -70,6 +71,7 @@ __all__ = [
     "WindowQuery",
     "errors",
     "page_bytes",
+    "submitted_bytes",
 ]
 
 DEFAULT_WINDOW = "alltime"
@@ -227,3 +229,13 @@ TOP_PAGE: TypeAdapter[TopPage] = TypeAdapter(TopPage)
 def page_bytes(page: TopPage) -> bytes:
     """A ``top`` answer validated and rendered as the route renders it (compact UTF-8 JSON)."""
     return TOP_PAGE.dump_json(TOP_PAGE.validate_python(page))
+
+
+#: The answer of ``POST /v1/scores``, as the route's ``response_model`` checks and renders it.
+SUBMITTED: TypeAdapter[Accepted | AcceptedBatch] = TypeAdapter(Accepted | AcceptedBatch)
+
+
+def submitted_bytes(event_ids: list[str], batch: bool) -> bytes:
+    """The ``POST /v1/scores`` answer (one id, or the batch's) rendered as the route renders it."""
+    answer = {"eventIds": event_ids} if batch else {"eventId": event_ids[0]}
+    return SUBMITTED.dump_json(SUBMITTED.validate_python(answer))
