@@ -42,6 +42,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import random
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -353,6 +354,11 @@ def idle_reads(scratch: Scratch, settings: Settings, args: argparse.Namespace) -
     return out
 
 
+def section_of(players: int) -> str:
+    """The doc section of a run: the default size keeps the plain name."""
+    return SECTION if players == 1_000_000 else f"{SECTION}.{players}"
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else (f"{value:.2f}" if value < 10 else f"{value:.0f}")
 
@@ -381,7 +387,7 @@ def markdown(summary: dict[str, Any]) -> str:
     params = summary["params"]
     return "\n".join(
         [
-            "## Reads while the job writes (`bench.steady`)",
+            f"## Reads while the job writes (`bench.steady`, {fmt_int(params['players'])} players)",
             "",
             f"`{summary['command']}`: {machine_line(summary['machine'])}.",
             "",
@@ -395,6 +401,11 @@ def markdown(summary: dict[str, Any]) -> str:
             "otherwise make them wait for a CPU, which a production Redis does not share).",
             "",
             table(header, rows),
+            "",
+            "How to read it: a group write's Redis time is what `LB_WRITE_MAX_UPDATES` bounds "
+            "(mean and longest per row); a read's wait is that plus whatever else held Redis "
+            "or the reader's core at that moment, so compare each loaded row with the idle one "
+            "of the same run.",
             "",
             "Redis memory after the bound-0 run: "
             + ", ".join(
@@ -443,13 +454,15 @@ def main(argv: list[str] | None = None) -> int:
                 os.setpriority(os.PRIO_PROCESS, redis_pid, niceness)
     summary = {
         "section": SECTION,
-        "command": "python -m bench.steady " + " ".join(argv or []),
+        "command": " ".join(["python -m bench.steady", *(sys.argv[1:] if argv is None else argv)]),
         "machine": machine(),
         "params": {k: v for k, v in vars(args).items() if k != "no_doc"},
         "runs": runs,
         "idle": idle,
     }
-    return publish(SECTION, summary, markdown, verified=True, write_doc=not args.no_doc)
+    section = section_of(args.players)
+    summary["section"] = section
+    return publish(section, summary, markdown, verified=True, write_doc=not args.no_doc)
 
 
 if __name__ == "__main__":
