@@ -38,6 +38,7 @@ from api.pages import DEFAULT_TTL_MS, PageCache
 from config.clients import async_redis_client, game_catalog
 from config.heap import settle_heap
 from config.settings import Settings
+from config.version import VERSION
 from domain.errors import ConfigError
 from domain.games import GameCatalog
 from domain.signing import parse_keyring
@@ -49,7 +50,7 @@ from readers.hot import HotReader
 from schemas.codec import ScoreEventCodec
 from sources.producer import ScoreProducer
 
-API_VERSION = "2.0.0"
+API_VERSION = VERSION
 #: Largest request body accepted: a batch of 1,000 events is ~300 KB of JSON.
 MAX_BODY_BYTES = 512 * 1024
 STATIC = Path(__file__).with_name("static")

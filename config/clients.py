@@ -140,6 +140,11 @@ def quiet_kafka_config(settings: Settings) -> dict[str, Any]:
     return {**settings.kafka_config(), "logger": QUIET_KAFKA_LOGGER, "log_level": 0}
 
 
+def quiet_kafka_extra(settings: Settings) -> dict[str, Any]:
+    """``LB_KAFKA_X_*`` plus the quiet logger, for clients given the bootstrap separately."""
+    return {**dict(settings.kafka_extra), "logger": QUIET_KAFKA_LOGGER, "log_level": 0}
+
+
 def probe_kafka(settings: Settings, timeout_s: float = PROBE_TIMEOUT_S) -> dict[str, int]:
     """Partition counts of the broker's topics; one clear error when it cannot be reached."""
     consumer = Consumer({**quiet_kafka_config(settings), "group.id": "lb-probe"})

@@ -125,6 +125,11 @@ class Settings:
         if not self.kafka_bootstrap:
             raise ConfigError("LB_KAFKA_BOOTSTRAP is empty")
         scheme = urlsplit(self.redis_url.reveal()).scheme
+        if not scheme:
+            raise ConfigError(
+                "LB_REDIS_URL has no scheme: write it as redis://HOST:PORT/DB "
+                "(rediss:// for TLS, unix:///path/to/socket)"
+            )
         if scheme not in ("redis", "rediss", "unix"):
             raise ConfigError(
                 f"LB_REDIS_URL must be redis://, rediss:// or unix://, got {scheme!r}"

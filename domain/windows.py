@@ -63,7 +63,8 @@ _MONTHLY_ID = re.compile(r"monthly:([0-9]{4})-([0-9]{2})")
 _FORMS = (
     "'alltime', 'hourly', 'daily', 'weekly', 'monthly' (the current window), "
     "'hourly:YYYY-MM-DDTHH+hhmm', 'daily:YYYY-MM-DD', 'weekly:YYYY-Www' (ISO week; "
-    "'weekly:YYYY-MM-DD' for weeks not starting on Monday) or 'monthly:YYYY-MM'"
+    "'weekly:YYYY-MM-DD' for weeks not starting on Monday), 'monthly:YYYY-MM', "
+    "'season:NAME' or 'tournament:NAME' (a season or tournament of the game in LB_GAMES)"
 )
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 

@@ -104,6 +104,8 @@ class VerifyReport:
     records: int = 0
     seconds: float = 0.0
     differences: list[Difference] = field(default_factory=list)
+    #: The games compared (either side had a board group of them).
+    games: set[str] = field(default_factory=set)
 
     @property
     def equal(self) -> bool:
@@ -262,6 +264,7 @@ class Verifier:
             suspects: dict[str, list[Difference]] = {}
             for tag in self._tags():
                 report.groups += 1
+                report.games.add(tag.split("/", 1)[0])
                 found = self._compare(tag, report)
                 if found:
                     suspects[tag] = found

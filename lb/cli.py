@@ -16,9 +16,9 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 from typing import NoReturn
 
+from config.version import VERSION
 from lb.errors import explain
 from lb.help import LbHelpFormatter, plain
 
@@ -52,14 +52,6 @@ class LbParser(argparse.ArgumentParser):
         self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def package_version() -> str:
-    """The installed version of the project (``lb --version``)."""
-    try:
-        return version("realtime-leaderboard")
-    except PackageNotFoundError:  # running from a tree that was never installed
-        return "unknown"
-
-
 def _tidy(parser: argparse.ArgumentParser) -> None:
     """Plain-text help for ``parser`` and every subcommand below it."""
     parser.formatter_class = LbHelpFormatter
@@ -76,7 +68,7 @@ def _tidy(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, with every available subcommand registered."""
     parser = LbParser(prog="lb", description="Real-time leaderboard pipeline.")
-    parser.add_argument("--version", action="version", version=f"lb {package_version()}")
+    parser.add_argument("--version", action="version", version=f"lb {VERSION}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         try:

@@ -36,3 +36,38 @@ def games_with_boards(client: Any, namespace: str, catalog: GameCatalog) -> list
     except (redis.RedisError, RedisClusterException) as exc:
         raise ServiceError(f"Redis scan failed: {exc}") from exc
     return sorted(found)
+
+
+def namespaces_with_boards(client: Any) -> list[str]:
+    """Every key namespace holding a board registry (``<ns>:{<game>}:meta:boards``), sorted."""
+    found: set[str] = set()
+    try:
+        for raw in client.scan_iter(match="*:{*}:meta:boards", count=1000):
+            found.add(text(raw).split(":{", 1)[0])
+    except (redis.RedisError, RedisClusterException) as exc:
+        raise ServiceError(f"Redis scan failed: {exc}") from exc
+    return sorted(found)
+
+
+def what_exists_instead(client: Any, namespace: str, catalog: GameCatalog, game: str) -> str | None:
+    """``None`` when ``game`` is configured or has boards in ``namespace``; else what exists.
+
+    For the moment a typo (a game id, ``LB_NAMESPACE``) would read as an empty
+    board: the sentence names the games with boards in this namespace, or, when
+    it has none, the namespaces that do.
+    """
+    games = games_with_boards(client, namespace, catalog)
+    if game in games:
+        return None
+    if games:
+        return f"games with boards there: {_some(games)}"
+    others = [ns for ns in namespaces_with_boards(client) if ns != namespace]
+    if others:
+        return f"it has no boards at all; namespaces with boards: {_some(others)}"
+    return "no namespace has boards in this Redis yet"
+
+
+def _some(names: list[str], shown: int = 12) -> str:
+    """A list for one line: the first ``shown`` names and how many more."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")

@@ -17,7 +17,8 @@ function setStatus(state, text) {
 }
 
 function text(value) {
-  return value === null || value === undefined ? "–" : String(value);
+  if (value === null || value === undefined) return "–";
+  return typeof value === "number" ? value.toLocaleString("en-US") : String(value);
 }
 
 function renderTop(message, player) {
@@ -83,7 +84,7 @@ function current() {
   const data = new FormData(form);
   return {
     game: data.get("game").trim(),
-    window: data.get("window"),
+    window: (data.get("window") || "alltime").trim(),
     top: data.get("top") || "10",
     player: data.get("player").trim(),
   };

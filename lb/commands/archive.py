@@ -21,8 +21,9 @@ from pathlib import Path
 from config.settings import Settings
 from domain.errors import ConfigError
 from jobs.archiver import Archiver
+from lb.argtypes import positive_float
 from lb.commands.read import now_ms
-from lb.commands.topk import periodic, positive_float
+from lb.commands.topk import periodic
 from readers import game_catalog, redis_client
 
 

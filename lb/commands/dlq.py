@@ -24,10 +24,10 @@ import json
 from collections import Counter
 from typing import Any
 
-from config.clients import probe_kafka, quiet_kafka_config
+from config.clients import probe_kafka, quiet_kafka_config, quiet_kafka_extra
 from config.settings import Settings
 from domain.validation import CODES as DEAD_LETTER_CODES
-from lb.commands.produce import non_negative_int
+from lb.argtypes import non_negative_int
 from sources.dead_letter_reader import Letter, commit_ends, read_letters
 from sources.producer import ScoreProducer
 
@@ -97,7 +97,7 @@ def _redrive(args: argparse.Namespace) -> int:
             continue
         if chosen:
             with ScoreProducer(
-                settings.kafka_bootstrap, settings.topic, settings.kafka_extra
+                settings.kafka_bootstrap, settings.topic, quiet_kafka_extra(settings)
             ) as producer:
                 for letter in chosen:
                     assert letter.value is not None

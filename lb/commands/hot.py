@@ -7,7 +7,7 @@ heaviest players and games, with its error bound; ``count_min_sketch`` for any
 one player's count, ``--player``). The answer depends on the log only, so it is
 the same every time. ``--publish`` stores the counts in Redis
 (``<ns>:{<game>}:hot:<window id>``) for the HTTP route
-``GET /v1/leaderboards/{gameId}/hot``. Accuracy: docs/PERCENTILES.md.
+``GET /v1/leaderboards/{gameId}/hot``. How it works and its accuracy: docs/HEAVY_HITTERS.md.
 """
 
 from __future__ import annotations

@@ -17,11 +17,12 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
-from config.clients import game_catalog, probe_kafka
+from config.clients import game_catalog, probe_kafka, quiet_kafka_extra
 from config.settings import Settings
 from domain.errors import ConfigError, ServiceError
 from domain.games import GameConfig
 from domain.signing import parse_keyring
+from lb.argtypes import non_negative_float, non_negative_int, positive_float, positive_int, ratio
 from lb.progress_bar import Bar
 from schemas.codec import ScoreEventCodec
 from sources.loadgen import EXPECTED_VALUES, MAX_PLAYERS, LoadConfig, LoadGenerator
@@ -49,26 +50,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--count", type=non_negative_int, default=10_000, help="records to write")
     parser.add_argument(
         "--rate",
-        type=_non_negative_float,
+        type=non_negative_float,
         default=0.0,
         help="records per second to pace at (0 = as fast as possible)",
     )
     parser.add_argument(
         "--ts-rate",
-        type=_positive_float,
+        type=positive_float,
         default=None,
         help="records per second of event time for the timestamps (default: --rate, or "
         f"{DEFAULT_TS_RATE:g} when --rate is 0)",
     )
     parser.add_argument(
         "--players",
-        type=_positive_int,
+        type=positive_int,
         default=100_000,
         help=f"distinct players (<= {MAX_PLAYERS})",
     )
     parser.add_argument("--games", default="g1", help="comma-separated game ids (default g1)")
     parser.add_argument(
-        "--zipf", type=_non_negative_float, default=1.1, help="Zipf exponent of player activity"
+        "--zipf", type=non_negative_float, default=1.1, help="Zipf exponent of player activity"
     )
     parser.add_argument(
         "--dist",
@@ -78,14 +79,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     parser.add_argument(
         "--max-score",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="highest valid score generated (default: the lowest max_score of the games "
         "in LB_GAMES, 10000000 with the built-in defaults; higher is refused)",
     )
-    parser.add_argument("--dup-ratio", type=_ratio, default=0.0, help="exact re-sends")
-    parser.add_argument("--bad-ratio", type=_ratio, default=0.0, help="dead-letter records")
-    parser.add_argument("--retract-ratio", type=_ratio, default=0.0, help="RETRACT events")
+    parser.add_argument("--dup-ratio", type=ratio, default=0.0, help="exact re-sends")
+    parser.add_argument("--bad-ratio", type=ratio, default=0.0, help="dead-letter records")
+    parser.add_argument("--retract-ratio", type=ratio, default=0.0, help="RETRACT events")
     parser.add_argument(
         "--unknown-games",
         default="",
@@ -102,7 +103,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--seed", type=int, default=None, help="random seed (default: the start time in ms)"
     )
     parser.add_argument(
-        "--partitions", type=_positive_int, default=8, help="partitions if the topic is created"
+        "--partitions", type=positive_int, default=8, help="partitions if the topic is created"
     )
     parser.add_argument(
         "--start-ts",
@@ -153,14 +154,14 @@ def run(args: argparse.Namespace) -> int:
         settings.kafka_bootstrap,
         settings.topic,
         args.partitions,
-        settings.kafka_extra,
+        quiet_kafka_extra(settings),
         TOPIC_CONFIG,
     )
     if topic.warning and not args.quiet:
         print(f"lb produce: {topic.warning}", file=sys.stderr)
 
     expected: Counter[str] = Counter()
-    producer = ScoreProducer(settings.kafka_bootstrap, settings.topic, settings.kafka_extra)
+    producer = ScoreProducer(settings.kafka_bootstrap, settings.topic, quiet_kafka_extra(settings))
     progress = _Progress(sys.stderr if show_progress else None, args.count)
     started = time.monotonic()
     error: str | None = None
@@ -226,7 +227,15 @@ def _game_rules(
         )
     served = [game for game in unknown if catalog.lookup(game) is not None]
     if served:
-        raise ConfigError(f"--unknown-games {','.join(served)}: served by LB_GAMES")
+        by = (
+            "LB_GAMES"
+            if settings.games_file is not None
+            else "the built-in defaults, which serve every game while LB_GAMES is unset"
+        )
+        raise ConfigError(
+            f"--unknown-games {','.join(served)}: served by {by}; UNKNOWN_GAME records need "
+            "an LB_GAMES file without a [default] table"
+        )
     return {game: rule for game, rule in rules.items() if rule is not None}
 
 
@@ -269,39 +278,3 @@ def _start_ms(raw: str | None) -> int:
 
 def _ids(raw: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in raw.split(",") if part.strip())
-
-
-def _positive_int(raw: str) -> int:
-    value = int(raw)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def non_negative_int(raw: str) -> int:
-    """An argparse type: an integer >= 0."""
-    value = int(raw)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _positive_float(raw: str) -> float:
-    value = float(raw)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {raw}")
-    return value
-
-
-def _non_negative_float(raw: str) -> float:
-    value = float(raw)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {raw}")
-    return value
-
-
-def _ratio(raw: str) -> float:
-    value = float(raw)
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be within 0..1, got {raw}")
-    return value

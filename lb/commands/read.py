@@ -16,9 +16,11 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from config.settings import Settings
+from domain.errors import ConfigError
 from domain.ranking import Entry
 from readers import game_catalog, redis_client
 from readers.boards import BoardReader
+from readers.games import what_exists_instead
 
 WINDOW_HELP = (
     "alltime, hourly, daily, weekly, monthly (the current one, in the game's reset "
@@ -35,6 +37,22 @@ def now_ms() -> int:
 def board_reader(settings: Settings) -> BoardReader:
     """The reader of the configured Redis, namespace and game catalog."""
     return BoardReader(redis_client(settings), game_catalog(settings), settings.namespace)
+
+
+def must_have_boards(settings: Settings, game: str) -> None:
+    """Refuse a game that has no boards here (a typo, or the wrong LB_NAMESPACE), naming what has.
+
+    Called only once an answer came back empty, so a read of a real board
+    costs nothing more.
+    """
+    where = what_exists_instead(
+        redis_client(settings), settings.namespace, game_catalog(settings), game
+    )
+    if where is not None:
+        raise ConfigError(
+            f"no boards of game {game!r} in namespace {settings.namespace!r} (LB_NAMESPACE); "
+            f"{where}"
+        )
 
 
 def emit(doc: Any) -> None:
@@ -59,7 +77,8 @@ def table(rows: Sequence[Entry], marker: str | None = None) -> str:
 def _top(args: argparse.Namespace) -> int:
     if args.watch:
         return _watch(args)
-    reader = board_reader(Settings.from_env())
+    settings = Settings.from_env()
+    reader = board_reader(settings)
     page = reader.top(
         args.game,
         args.window,
@@ -69,6 +88,8 @@ def _top(args: argparse.Namespace) -> int:
         now_ms=now_ms(),
         ranks=args.rank_mode,
     )
+    if not page["entries"] and not args.offset and not args.cursor:
+        must_have_boards(settings, args.game)
     if args.json:
         emit(page)
         return 0
@@ -86,6 +107,8 @@ def _watch(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     reader = board_reader(settings)
     watcher = live_view.JobWatcher(settings.state_dir)
+    if not reader.top(args.game, args.window, 1, 0, now_ms=now_ms())["entries"]:
+        must_have_boards(settings, args.game)
 
     def frames() -> Iterator[live_view.Frame]:
         until = time.monotonic() + args.seconds if args.seconds > 0 else None
@@ -111,8 +134,11 @@ def _watch(args: argparse.Namespace) -> int:
 
 
 def _rank(args: argparse.Namespace) -> int:
-    reader = board_reader(Settings.from_env())
+    settings = Settings.from_env()
+    reader = board_reader(settings)
     answer = reader.rank(args.game, args.player, args.window, now_ms=now_ms(), ranks=args.rank_mode)
+    if answer["score"] is None:
+        must_have_boards(settings, args.game)
     if args.json:
         emit(answer)
     elif answer["score"] is None:
@@ -127,10 +153,13 @@ def _rank(args: argparse.Namespace) -> int:
 
 
 def _around(args: argparse.Namespace) -> int:
-    reader = board_reader(Settings.from_env())
+    settings = Settings.from_env()
+    reader = board_reader(settings)
     answer = reader.around(
         args.game, args.player, args.window, args.k, now_ms=now_ms(), ranks=args.rank_mode
     )
+    if answer["player"] is None:
+        must_have_boards(settings, args.game)
     if args.json:
         emit(answer)
     elif answer["player"] is None:

@@ -151,7 +151,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_scaling_flags(rebuild)  # brings --dry-run: the commands (--offline) or the plan
+    add_scaling_flags(
+        rebuild,
+        "print the plan (games, partitions, offset ranges, record counts) as JSON and write "
+        "nothing; with --offline: the bytewax.run commands",
+    )
     rebuild.add_argument(
         "--offline",
         action="store_true",

@@ -30,6 +30,8 @@ from config.settings import Settings
 from domain.errors import ServiceError
 from flows import preflight
 from flows.scoreboard import FLOW_ID
+from lb import run_lock
+from lb.argtypes import positive_int
 from schemas.decode_verify import resolve_engine
 from telemetry import logs
 
@@ -146,6 +148,8 @@ def launch(
     signal.signal(signal.SIGTERM, forward)
     topics = preflight.check_services(settings, need_dead_letter_topic=False)
     partitions = topics[settings.topic]
+    if args.command == "run":  # the live job: one per topic and state directory
+        lock = run_lock.hold(settings, flow)  # noqa: F841 - held until this process ends
     ensure_dead_letter_topic(settings, partitions, topics)
     if recovery is not None:
         ensure_recovery_store(settings, flow)
@@ -199,19 +203,23 @@ def _run(args: argparse.Namespace) -> int:
     return launch(args, f"flows.scoreboard:{call}", FLOW_ID)
 
 
-def add_scaling_flags(parser: argparse.ArgumentParser) -> None:
-    """Flags shared by ``lb run`` and ``lb rebuild``."""
-    parser.add_argument("--processes", type=int, default=1, help="cooperating processes (-i/-a)")
-    parser.add_argument("--workers", type=int, default=1, help="workers per process (-w)")
+#: What ``--dry-run`` does for ``lb run``.
+DRY_RUN_HELP = (
+    "check the settings, print the bytewax.run commands and exit; contacts no service and "
+    "creates nothing"
+)
+
+
+def add_scaling_flags(parser: argparse.ArgumentParser, dry_run_help: str = DRY_RUN_HELP) -> None:
+    """Flags shared by ``lb run`` and ``lb rebuild`` (each says what its ``--dry-run`` prints)."""
+    parser.add_argument(
+        "--processes", type=positive_int, default=1, help="cooperating processes (-i/-a)"
+    )
+    parser.add_argument("--workers", type=positive_int, default=1, help="workers per process (-w)")
     parser.add_argument(
         "--no-recovery", action="store_true", help="run without a recovery store (start over)"
     )
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="check the settings, print the bytewax.run commands and exit; contacts no "
-        "service and creates nothing",
-    )
+    parser.add_argument("--dry-run", action="store_true", help=dry_run_help)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

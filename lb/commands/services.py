@@ -138,8 +138,18 @@ def _monitoring(args: argparse.Namespace) -> int:
         doc = {"stopped": ["prometheus"] if prometheus.down(settings.state_dir) else []}
     else:
         doc = prometheus.status(settings.state_dir) or {"prometheus": None}
-    print(json.dumps(doc) if args.json else "\n".join(f"{k}: {v}" for k, v in doc.items()))
+    print(json.dumps(doc) if args.json else _monitoring_line(args.action, doc))
     return 0 if args.action != "status" or doc.get("prometheus_up") else 1
+
+
+def _monitoring_line(action: str, doc: dict[str, object]) -> str:
+    """``lb monitoring``'s answer as one sentence (``--json`` keeps the document)."""
+    if action == "down":
+        return "prometheus: stopped" if doc.get("stopped") else "prometheus: was not running"
+    if not doc.get("prometheus"):
+        return "prometheus: not running (start it with lb monitoring up or lb up --monitoring)"
+    state = "up" if doc.get("prometheus_up") else "DOWN (started here, not answering)"
+    return f"prometheus: {state} at {doc['prometheus']}"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

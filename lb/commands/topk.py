@@ -26,6 +26,7 @@ from config.settings import Settings
 from domain.errors import ConfigError, ServiceError
 from domain.topk import DEFAULT_K
 from jobs.topk_merger import DEFAULT_TTL_MS, TopKMerger
+from lb.argtypes import positive_float
 from lb.commands.read import now_ms
 from readers import game_catalog, redis_client
 
@@ -77,14 +78,6 @@ def periodic(
             next_tick = now
         stop.wait(next_tick - now)
     return 0
-
-
-def positive_float(raw: str) -> float:
-    """An argparse type: a number of seconds > 0."""
-    value = float(raw)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {raw}")
-    return value
 
 
 def _topk_run(args: argparse.Namespace) -> int:

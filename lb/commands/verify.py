@@ -22,9 +22,12 @@ from types import FrameType
 
 from config.clients import game_catalog, redis_client
 from config.settings import Settings
+from domain.errors import ConfigError
+from domain.games import GameCatalog
 from domain.signing import parse_keyring
 from domain.validation import Validator
 from jobs.verifier import LogReader, Verifier, VerifyReport
+from readers.games import what_exists_instead
 from schemas.decode_verify import decode_verifier
 
 
@@ -63,10 +66,36 @@ def _print_text(report: VerifyReport, examples: int) -> None:
         )
 
 
+def _check_games(catalog: GameCatalog, games: list[str]) -> None:
+    """Refuse a game LB_GAMES does not serve, before replaying anything."""
+    for game in games:
+        if catalog.lookup(game) is None:
+            raise ConfigError(
+                f"unknown game {game!r}: it is not in LB_GAMES and there is no [default] table"
+            )
+
+
+def _none_compared(
+    settings: Settings, catalog: GameCatalog, report: VerifyReport, games: list[str]
+) -> None:
+    """An audit of a game found on neither side is a typo, not a pass: say what exists."""
+    absent = [game for game in games if game not in report.games]
+    if not absent:
+        return
+    where = what_exists_instead(redis_client(settings), settings.namespace, catalog, "")
+    raise ConfigError(
+        f"nothing to compare for game {', '.join(map(repr, absent))}: no boards in namespace "
+        f"{settings.namespace!r} (LB_NAMESPACE) and no records in {settings.topic!r} "
+        f"(LB_TOPIC); {where}"
+    )
+
+
 def _verify(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
+    catalog = game_catalog(settings)
+    _check_games(catalog, args.game or [])
     validator = Validator(
-        game_catalog(settings),
+        catalog,
         decode_verifier(parse_keyring(settings.hmac_keys.reveal()), engine=settings.decoder),
     )
     verifier = Verifier(
@@ -82,6 +111,7 @@ def _verify(args: argparse.Namespace) -> int:
     )
     signal.signal(signal.SIGTERM, _interrupt)  # cleans up the scratch keys like Ctrl-C
     report = verifier.run()
+    _none_compared(settings, catalog, report, args.game or [])
     if args.json:
         print(json.dumps(report.as_dict(args.examples)))
     else:

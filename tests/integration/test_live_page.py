@@ -8,9 +8,14 @@ to change (at most 2 s) and saves a screenshot as an artifact
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
+import subprocess
+import sys
 import time
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,8 +25,11 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from domain.keys import GroupKeys
-from tests.integration.live_events import GAME, best
-from tests.integration.streams import REPO, produce
+from domain.signing import parse_keyring, signed_event
+from schemas.codec import ScoreEventCodec
+from tests.integration.api_server import api_settings, running_api
+from tests.integration.live_events import GAME, best, now_ms
+from tests.integration.streams import KEYS, REPO, Planned, job_env, produce
 
 ARTIFACTS = REPO / ".lb" / "artifacts"
 
@@ -89,3 +97,101 @@ def test_the_page_shows_a_new_best_score_within_two_seconds(
     assert browser.save_screenshot(str(shot)), "no screenshot"
     assert shot.stat().st_size > 5_000
     print(f"table changed {took:.2f} s after the produce; screenshot: {shot}")
+
+
+# -- a tournament's and a season's board ---------------------------------------------------
+
+CUP = "gcup"
+
+
+def _cup_games(tmp_path: Path) -> Path:
+    """A game keeping only an all-time board, with a season and a tournament running now."""
+    today = dt.datetime.now(dt.UTC).date()
+    start, end = today - dt.timedelta(days=1), today + dt.timedelta(days=2)
+    games = tmp_path / "cup.toml"
+    games.write_text(
+        f'[games."{CUP}"]\nwindows = ["alltime"]\n'
+        f'[games."{CUP}".seasons]\nnow = {{ start = {start}, end = {end} }}\n'
+        f'[games."{CUP}".tournaments]\nnow-cup = {{ start = {start}, end = {end} }}\n'
+    )
+    return games
+
+
+def _cup_event(player: str, score: int) -> Planned:
+    at = now_ms()
+    event = signed_event(
+        parse_keyring(KEYS),
+        "k1",
+        event_id=uuid.uuid4().hex,
+        game_id=CUP,
+        player_id=player,
+        score=score,
+        ts_ms=at,
+    )
+    return Planned(player.encode(), ScoreEventCodec.from_registry().encode(event), at, "ok", event)
+
+
+@pytest.fixture
+def cup(
+    kafka_bootstrap: str, redis_url: str, topic: str, namespace: str, tmp_path: Path
+) -> Iterator[str]:
+    """The job and the API of the cup game; yields the API's base URL."""
+    games = _cup_games(tmp_path)
+    log = (tmp_path / "cup-job.log").open("w")
+    job = subprocess.Popen(
+        [sys.executable, "-m", "lb.cli", "run"],
+        env=job_env(topic, namespace, tmp_path / "state", games),
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    settings = api_settings(kafka_bootstrap, redis_url, topic, namespace, KEYS, games_file=games)
+    try:
+        with running_api(settings) as url:
+            yield url
+    finally:
+        job.terminate()
+        job.wait(timeout=30)
+        log.close()
+
+
+@pytest.mark.parametrize("window", ["tournament:now-cup", "season:now"])
+def test_the_page_watches_a_tournament_and_a_season(
+    cup: str,
+    browser: Any,
+    kafka_bootstrap: str,
+    topic: str,
+    namespace: str,
+    redis_client: Any,
+    window: str,
+) -> None:
+    produce(kafka_bootstrap, topic, [_cup_event("ada", 2500), _cup_event("bob", 1200)])
+    board = GroupKeys(namespace, CUP).board(window)
+    deadline = time.monotonic() + 30
+    while redis_client.zcard(board) < 2:
+        assert time.monotonic() < deadline, "the job did not apply the cup's events"
+        time.sleep(0.05)
+
+    browser.get(f"{cup}/?game={CUP}&window={window}&top=5")
+    WebDriverWait(browser, 10).until(lambda b: len(rows(b)) == 2)
+    assert rows(browser) == [("1", "ada", "2,500"), ("2", "bob", "1,200")]
+    title = browser.find_element(By.ID, "board-title").text
+    assert window in title, title
+    assert browser.find_element(By.NAME, "window").get_attribute("value") == window
+    WebDriverWait(browser, 5).until(
+        lambda b: b.find_element(By.ID, "status").get_attribute("data-state") == "live"
+    )
+
+    # A window this game keeps no board of is refused with a sentence naming what it keeps.
+    browser.get(f"{cup}/?game={CUP}&window=daily&top=5")
+    WebDriverWait(browser, 10).until(
+        lambda b: b.find_element(By.ID, "status").get_attribute("data-state") == "error"
+    )
+    said = browser.find_element(By.ID, "status").text
+    assert "daily" in said and "null" not in said, said
+    favicon = [
+        entry["name"]
+        for entry in browser.execute_script("return performance.getEntriesByType('resource')")
+        if "favicon" in entry["name"]
+    ]
+    assert favicon == [], favicon
