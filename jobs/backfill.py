@@ -26,6 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -39,7 +40,7 @@ from domain.backfill_plan import (
     resolve_range,
     split_ranges,
 )
-from domain.errors import ServiceError
+from domain.errors import ConfigError, ServiceError
 from domain.keys import group_tag
 from domain.planner import BoardPlanner
 from domain.records import Accepted, RecordBatch, SourceRecord
@@ -177,16 +178,95 @@ def make_plan(
     until: Bound | None,
     windows: tuple[str, ...] = (),
 ) -> BackfillPlan:
-    """Resolve the options against the topic's offsets now."""
+    """Resolve the options against the topic's offsets now.
+
+    A range a person cannot have meant is refused (:class:`ConfigError`, one
+    line): ``--from`` after ``--until``, a ``--from`` offset past its
+    partition's end, a bounded range that holds no record (a ``--from`` time
+    after the newest record).
+    """
+    _check_order(start, until)
     low, high = offsets.bounds()
     mode = mode_of(start, until)
-    ranges = resolve_range(
-        low,
-        high,
-        None if start is None else offsets.at(start, high),
-        None if until is None else offsets.at(until, high),
-    )
-    return BackfillPlan(topic, games, mode, ranges, follow=mode is Mode.REPLACE, windows=windows)
+    first = None if start is None else offsets.at(start, high)
+    if start is not None and start.at_ms is None:
+        _check_within(start.offsets, high)
+    ranges = resolve_range(low, high, first, None if until is None else offsets.at(until, high))
+    plan = BackfillPlan(topic, games, mode, ranges, follow=mode is Mode.REPLACE, windows=windows)
+    if mode is Mode.FILL and plan.records == 0 and any(high[p] > low[p] for p in high):
+        said = " and ".join(
+            f"{name} {_bound_text(bound)}"
+            for name, bound in (("--from", start), ("--until", until))
+            if bound is not None
+        )
+        raise ConfigError(
+            f"{said}: the range holds no record of {topic!r} (its partitions hold offsets "
+            f"{_spans(low, high)}); a --from time after the newest record replays nothing"
+        )
+    return plan
+
+
+def plan_notes(plan: BackfillPlan, start: Bound | None, until: Bound | None) -> list[str]:
+    """What a person should know about a plan that is right but surprising (stderr lines)."""
+    notes = []
+    for name, bound, where in (
+        ("--from", start, "from their start"),
+        ("--until", until, "to their end"),
+    ):
+        if bound is None or bound.at_ms is not None:
+            continue
+        unnamed = [str(p) for p in sorted(plan.ranges) if p not in bound.offsets]
+        if unnamed:
+            notes.append(f"partition(s) {', '.join(unnamed)} not named in {name}: replayed {where}")
+    if until is not None and until.at_ms is None:
+        clamped = [
+            f"{p} (ends at {plan.ranges[p][1]})"
+            for p, offset in sorted(until.offsets.items())
+            if p in plan.ranges and offset > plan.ranges[p][1]
+        ]
+        if clamped:
+            notes.append(
+                f"--until past a partition's end, replayed to its end: {', '.join(clamped)}"
+            )
+    return notes
+
+
+def _check_order(start: Bound | None, until: Bound | None) -> None:
+    if start is None or until is None:
+        return
+    if start.at_ms is not None and until.at_ms is not None and start.at_ms >= until.at_ms:
+        raise ConfigError(
+            f"--from {_bound_text(start)} is not before --until {_bound_text(until)}: "
+            "the range is empty (--from is inclusive, --until exclusive)"
+        )
+    for p, offset in sorted(start.offsets.items()):
+        if p in until.offsets and offset >= until.offsets[p]:
+            raise ConfigError(
+                f"--from {p}:{offset} is not before --until {p}:{until.offsets[p]}: partition "
+                f"{p}'s range is empty (--from is inclusive, --until exclusive)"
+            )
+
+
+def _check_within(named: Mapping[int, int], high: Mapping[int, int]) -> None:
+    for p, offset in sorted(named.items()):
+        if p in high and offset > high[p]:
+            raise ConfigError(
+                f"--from {p}:{offset} is past the end of partition {p} (its next offset is "
+                f"{high[p]}): nothing to replay there"
+            )
+
+
+def _bound_text(bound: Bound | None) -> str:
+    if bound is None:
+        return ""
+    if bound.at_ms is not None:
+        moment = datetime.fromtimestamp(bound.at_ms / 1000, UTC)
+        return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+    return ",".join(f"{p}:{o}" for p, o in sorted(bound.offsets.items()))
+
+
+def _spans(low: Mapping[int, int], high: Mapping[int, int]) -> str:
+    return ", ".join(f"{p}:{low[p]}..{high[p] - 1}" for p in sorted(high) if high[p] > low[p])
 
 
 @dataclass

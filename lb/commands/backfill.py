@@ -39,7 +39,7 @@ from domain.errors import ConfigError, QueryError
 from domain.signing import parse_keyring
 from domain.validation import Validator
 from domain.windows import window_from_id
-from jobs.backfill import Backfill, KafkaOffsets, make_plan
+from jobs.backfill import Backfill, KafkaOffsets, make_plan, plan_notes
 from jobs.verifier import LogReader
 from schemas.decode_verify import decode_verifier
 
@@ -81,6 +81,8 @@ def run_backfill(
     kafka = quiet_kafka_config(settings)
     offsets = KafkaOffsets(kafka, topic)
     plan: BackfillPlan = make_plan(offsets, topic, games, start, until, windows)
+    for note in plan_notes(plan, start, until):
+        print(f"lb {kind}: {note}", file=sys.stderr)
     if dry_run:
         print(json.dumps(plan.describe()))
         return 0
