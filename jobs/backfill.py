@@ -460,7 +460,7 @@ class Backfill:
             while True:
                 batches = tail.poll()
                 self._apply_round(batches)
-                self._line()
+                self._line(at_head_since=first_try)
                 # At the head: every partition at its end, or past the plan with
                 # nothing more waiting than one poll took (a stream that never pauses).
                 drained = (
@@ -501,16 +501,28 @@ class Backfill:
             elif isinstance(answer, Replaced):
                 self._done.add(tag)
                 report.groups.append(tag)
-                if relaxed:
-                    report.relaxed.append(tag)
+                if relaxed and not answer.unnoticed:
+                    report.relaxed.append(tag)  # behind the live job, which heals it
                 if answer.unnoticed:
                     report.equal_cutovers.append(tag)
         return not wanted - self._done
 
-    def _line(self, force: bool = False) -> None:
+    def _line(self, force: bool = False, at_head_since: float | None = None) -> None:
         now = time.monotonic()
         if self._out is None or (not force and now - self._last_line < 1.0):
             return
         self._last_line = now
         line = progress_line(self._what, self._records, self._total, now - self._started)
+        if self._records > self._total:  # past the planned end: the records since the start
+            line = (
+                f"{self._what}: {self._records:,} records replayed, {self._total:,} planned and "
+                f"{self._records - self._total:,} written since; catching up with the live head"
+            )
+        if at_head_since is not None:  # replayed; now waiting for the cut-overs
+            waited = now - at_head_since
+            line = (
+                f"{self._what}: {self._records:,} records replayed, at the live head: cutting "
+                f"over, waiting for the live job to pass the new watermarks ({waited:.0f}s of "
+                f"up to {self._strict_for_s:g}s, then behind it)"
+            )
         print(line, file=self._out, flush=True)

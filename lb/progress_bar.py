@@ -71,7 +71,9 @@ class Bar:
         return self._progress is not None
 
     def advance_to(self, done: float, note: str | None = None) -> None:
-        """Set how much is done (and the note after the bar)."""
+        """Set how much is done (and the note after the bar); never past the total."""
+        if self.total is not None:
+            done = min(done, self.total)
         if self._progress is not None:
             if note is None:
                 self._progress.update(self._task, completed=done)

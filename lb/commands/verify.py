@@ -18,17 +18,19 @@ import json
 import signal
 import sys
 import time
+from datetime import UTC, datetime
 from types import FrameType
 
-from config.clients import game_catalog, redis_client
+from config.clients import game_catalog, quiet_kafka_config, redis_client
 from config.settings import Settings
-from domain.errors import ConfigError
+from domain.errors import ConfigError, LeaderboardError, ServiceError
 from domain.games import GameCatalog
 from domain.signing import parse_keyring
 from domain.validation import Validator
-from jobs.verifier import LogReader, Verifier, VerifyReport
+from jobs.verifier import Difference, LogReader, Verifier, VerifyReport
 from readers.games import what_exists_instead
 from schemas.decode_verify import decode_verifier
+from sources.dead_letter_reader import Letter, read_letters
 
 
 def _progress(started: float) -> object:
@@ -50,7 +52,28 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def _print_text(report: VerifyReport, examples: int) -> None:
+def _shown(catalog: GameCatalog, diff: Difference, value: int | None) -> str:
+    """A board value as a person reads it: the score (and when it was reached), or absent."""
+    if value is None:
+        return "absent"
+    if diff.kind == "counter" or diff.board.startswith("meta:"):
+        return f"{value:,}"
+    try:
+        config = catalog.lookup(diff.tag.split("/", 1)[0])
+        if config is None:
+            return f"{value:,} (raw board value)"
+        codec = config.codec(config.window(diff.board))
+        score, slot = codec.split(value)
+    except LeaderboardError:
+        return f"{value:,} (raw board value)"
+    unit = codec.resolution.unit_ms
+    if unit is None:
+        return f"score {score:,}"
+    reached = datetime.fromtimestamp((codec.origin_ms + slot * unit) / 1000, UTC)
+    return f"score {score:,} reached {reached.isoformat(timespec='milliseconds')[:-6]}Z"
+
+
+def _print_text(report: VerifyReport, examples: int, catalog: GameCatalog) -> None:
     verdict = "equal" if report.equal else "DIFFERENT"
     print(
         f"{verdict}: {report.groups} groups, {report.boards} boards, "
@@ -59,10 +82,12 @@ def _print_text(report: VerifyReport, examples: int) -> None:
     )
     for kind, count in sorted(report.by_kind().items()):
         print(f"  {kind}: {count:,}")
+    for why in report.explained:
+        print(f"  expected: {why}")
     for diff in report.differences[:examples]:
         print(
             f"  {diff.kind}: group {diff.tag} board {diff.board} {diff.player}: "
-            f"live {diff.live}, log {diff.log}"
+            f"live {_shown(catalog, diff, diff.live)}, log {_shown(catalog, diff, diff.log)}"
         )
 
 
@@ -90,6 +115,14 @@ def _none_compared(
     )
 
 
+def _letters(settings: Settings) -> list[Letter]:
+    """The dead letters (none when the dead-letter topic does not exist)."""
+    try:
+        return read_letters(quiet_kafka_config(settings), settings.dlq_topic)[0]
+    except ServiceError:
+        return []
+
+
 def _verify(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     catalog = game_catalog(settings)
@@ -108,6 +141,7 @@ def _verify(args: argparse.Namespace) -> int:
         cache_players=settings.cache_players,
         games=args.game or (),
         progress=None if args.quiet else _progress(time.monotonic()),  # type: ignore[arg-type]
+        letters=lambda: _letters(settings),
     )
     signal.signal(signal.SIGTERM, _interrupt)  # cleans up the scratch keys like Ctrl-C
     report = verifier.run()
@@ -115,7 +149,7 @@ def _verify(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.as_dict(args.examples)))
     else:
-        _print_text(report, args.examples)
+        _print_text(report, args.examples, catalog)
     return 0 if report.equal else 1
 
 

@@ -75,3 +75,14 @@ def test_show_counts_every_refusal_and_redrive_applies_letters_once(
     assert again["codes"] == {"UNKNOWN_GAME": 0}
     after = json.loads(_ok(lb(["dlq", "show", "--json"], env, timeout=120)))
     assert after["byCode"] == refused  # nothing re-driven came back
+
+    # The audit after the fix: boards equal, and the counters' difference (the replay
+    # accepts each original and counts its re-driven copy a duplicate; the live job did
+    # the reverse) is explained as expected, not reported as a difference.
+    audit = lb(["verify", "--json", "--quiet"], env, timeout=300)
+    report = json.loads(_ok(audit))
+    assert report["equal"] is True, report
+    assert report["differences"] == {}
+    assert any(line.startswith("game g2:") for line in report["explained"]), report
+    text = _ok(lb(["verify", "--quiet"], env, timeout=300))
+    assert text.startswith("equal:") and "expected: game g2:" in text and "None" not in text
