@@ -133,11 +133,18 @@ def frame(
 
 
 def show(
-    frames: Iterator[Frame], out: TextIO = sys.stdout, terminal: bool | None = None
+    frames: Iterator[Frame],
+    out: TextIO = sys.stdout,
+    terminal: bool | None = None,
+    plain_every_s: float = 10.0,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Frame | None:
     """Draw every frame: redrawn in place on a terminal, printed on change otherwise.
 
-    Returns the last frame (``None`` when there was none); Ctrl-C ends the loop.
+    Off a terminal (a pipe, a log file) a changed frame is printed at most every
+    ``plain_every_s`` seconds, and the last one always, so a file gets a table
+    now and then rather than one a second. Returns the last frame (``None``
+    when there was none); Ctrl-C ends the loop.
     """
     last: Frame | None = None
     is_tty = out.isatty() if terminal is None else terminal
@@ -149,10 +156,20 @@ def show(
                     live.update(current.rich(), refresh=True)
                     last = current
         else:
-            for current in frames:
-                if last is None or current.plain() != last.plain():
-                    print(current.plain() + "\n", file=out, flush=True)
-                last = current
+            printed: str | None = None
+            printed_at = 0.0
+            try:
+                for current in frames:
+                    last = current
+                    text = current.plain()
+                    if text != printed and (
+                        printed is None or clock() - printed_at >= plain_every_s
+                    ):
+                        print(text + "\n", file=out, flush=True)
+                        printed, printed_at = text, clock()
+            finally:
+                if last is not None and last.plain() != printed:
+                    print(last.plain() + "\n", file=out, flush=True)
     except KeyboardInterrupt:
         pass
     return last

@@ -4,8 +4,12 @@ Brings the local services up, starts the streaming job (``lb run``), produces a
 synthetic stream of signed events (Zipf players, log-normal scores, a few
 duplicates and bad records) at a steady rate, and shows the all-time top-10
 of the demo game with the job's rate, lag and dead letters: a live table
-redrawn in place on a terminal, plain text printed on change otherwise. Stops
+redrawn in place on a terminal, plain text every 10 s otherwise. Stops
 by itself after ``--seconds`` (or on Ctrl-C) and stops the job cleanly.
+
+It uses LB_TOPIC and LB_NAMESPACE like every command, so its boards add up
+across runs (and with anything else produced there): give it its own, e.g.
+``LB_TOPIC=demo2 LB_NAMESPACE=demo2 lb demo``, for a board of this run only.
 """
 
 from __future__ import annotations
@@ -58,6 +62,12 @@ def _demo(args: argparse.Namespace) -> int:
     catalog = game_catalog(settings)
     ensure_topic(
         settings.kafka_bootstrap, settings.topic, 8, settings.kafka_extra, {"retention.ms": "-1"}
+    )
+    print(
+        f"topic {settings.topic}, namespace {settings.namespace}: boards add up across demo "
+        "runs, so players of earlier runs may lead the top-10 (a fresh board: LB_TOPIC=demo2 "
+        "LB_NAMESPACE=demo2 lb demo)",
+        flush=True,
     )
     job = subprocess.Popen([sys.executable, "-m", "lb.cli", "run"])
     client = redis_client(settings)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 
 from config.clients import probe_kafka, quiet_kafka_config, quiet_kafka_extra
@@ -67,15 +68,39 @@ def _show(args: argparse.Namespace) -> int:
     print(f"{settings.dlq_topic}: {len(letters):,} dead letters")
     for code, count in sorted(counts.items()):
         print(f"  {code:<13} {count:>10,}")
+    if any(_dev_signed(letter) for letter in letters):
+        print(DEV_KEY_HINT)
     for letter in last:
         h = letter.headers
         print(
-            f"\n[{letter.partition}:{letter.offset}] {letter.code}: {h.get('error.detail', '')}\n"
-            f"  from {h.get('source.topic')}[{h.get('source.partition')}] offset "
-            f"{h.get('source.offset')}, timestamp {h.get('source.timestamp')}, key "
-            f"{_letter_doc(letter)['key']!r}"
+            f"\n{letter.code}: {h.get('error.detail', '')}\n"
+            f"  the record at {h.get('source.topic')} partition {h.get('source.partition')} "
+            f"offset {h.get('source.offset')}, key {_letter_doc(letter)['key']!r}, record time "
+            f"{_when(h.get('source.timestamp'))}; this letter: {settings.dlq_topic} partition "
+            f"{letter.partition} offset {letter.offset}"
         )
     return 0
+
+
+#: Said under the counts when letters were signed with the built-in development key.
+DEV_KEY_HINT = (
+    "  UNKNOWN_KEY letters with keyId 'dev1' were signed with the built-in development key "
+    "(LB_HMAC_KEYS unset when they were produced): keep dev1 in LB_HMAC_KEYS to accept them, "
+    "then lb dlq redrive --code UNKNOWN_KEY"
+)
+
+
+def _dev_signed(letter: Letter) -> bool:
+    return letter.code == "UNKNOWN_KEY" and "'dev1'" in letter.headers.get("error.detail", "")
+
+
+def _when(epoch_ms: str | None) -> str:
+    """A record timestamp (epoch ms) as UTC ISO time, the raw value beside it."""
+    try:
+        moment = datetime.fromtimestamp(int(epoch_ms or "") / 1000, UTC)
+    except (ValueError, OverflowError, OSError):
+        return str(epoch_ms)
+    return f"{moment.isoformat(timespec='milliseconds')[:-6]}Z ({epoch_ms} ms)"
 
 
 def redrive_group(settings: Settings, code: str) -> str:

@@ -147,7 +147,12 @@ def run(args: argparse.Namespace) -> int:
     generator = LoadGenerator(config, keyring, ScoreEventCodec.from_registry())
     show_progress = not args.quiet and sys.stderr.isatty()
     if settings.uses_dev_keys and not args.quiet:
-        print("lb produce: signing with the insecure built-in development key", file=sys.stderr)
+        print(
+            "lb produce: LB_HMAC_KEYS is unset: signing with the insecure built-in development "
+            "key dev1; the job accepts these events only while its LB_HMAC_KEYS is unset too "
+            "or lists dev1",
+            file=sys.stderr,
+        )
 
     probe_kafka(settings)  # an unreachable broker: one line in seconds
     topic = ensure_topic(

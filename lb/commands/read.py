@@ -67,10 +67,12 @@ def table(rows: Sequence[Entry], marker: str | None = None) -> str:
     ranks = ["-" if row["rank"] is None else str(row["rank"]) for row in rows]
     rank_w = max(4, *(len(r) for r in ranks))
     name_w = max(6, *(len(row["playerId"]) for row in rows))
-    lines = [f"  {'rank':>{rank_w}}  {'player':<{name_w}}  score"]
-    for rank, row in zip(ranks, rows, strict=True):
+    scores = [f"{row['score']:,}" for row in rows]
+    score_w = max(5, *(len(s) for s in scores))
+    lines = [f"  {'rank':>{rank_w}}  {'player':<{name_w}}  {'score':>{score_w}}"]
+    for rank, row, score in zip(ranks, rows, scores, strict=True):
         flag = ">" if row["playerId"] == marker else " "
-        lines.append(f"{flag} {rank:>{rank_w}}  {row['playerId']:<{name_w}}  {row['score']}")
+        lines.append(f"{flag} {rank:>{rank_w}}  {row['playerId']:<{name_w}}  {score:>{score_w}}")
     return "\n".join(lines)
 
 
@@ -146,7 +148,7 @@ def _rank(args: argparse.Namespace) -> int:
     else:
         rank = "beyond the exact tier" if answer["rank"] is None else f"#{answer['rank']}"
         print(
-            f"{args.player} on {args.game} {answer['window']}: {rank}, score {answer['score']}, "
+            f"{args.player} on {args.game} {answer['window']}: {rank}, score {answer['score']:,}, "
             f"above {answer['percentile']}% of players"
         )
     return 1 if answer["score"] is None else 0

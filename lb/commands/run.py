@@ -157,7 +157,8 @@ def launch(
         f"lb {args.command}: {settings.topic} ({partitions} partitions) -> "
         f"{settings.redis_display_url()} namespace {settings.namespace}; games: "
         f"{preflight.describe_games(config.catalog, settings.games_file)}; dead letters -> "
-        f"{settings.dlq_topic}; {processes} process(es) x {args.workers} worker(s); "
+        f"{settings.dlq_topic}; signing keys: {_key_ids(settings)}; "
+        f"{processes} process(es) x {args.workers} worker(s); "
         f"decode + verify: {engine}"
         + ("; until the end offsets seen now" if "until_end=True" in flow_call else "")
     )
@@ -183,6 +184,12 @@ def launch(
         # A child still starting up when asked to stop ends by the signal itself.
         codes = [0 if code == -signal.SIGTERM else code for code in codes]
     return next((code for code in codes if code != 0), 0)
+
+
+def _key_ids(settings: Settings) -> str:
+    """The key ids the job accepts (never a secret)."""
+    ids = ", ".join(part.split(":", 1)[0] for part in settings.hmac_keys.reveal().split(","))
+    return f"{ids} (the built-in development key)" if settings.uses_dev_keys else ids
 
 
 def _commands(
