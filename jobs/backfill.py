@@ -193,15 +193,17 @@ def make_plan(
         _check_within(start.offsets, high)
     ranges = resolve_range(low, high, first, None if until is None else offsets.at(until, high))
     plan = BackfillPlan(topic, games, mode, ranges, follow=mode is Mode.REPLACE, windows=windows)
-    if mode is Mode.FILL and plan.records == 0 and any(high[p] > low[p] for p in high):
+    if mode is Mode.FILL and plan.records == 0:
         said = " and ".join(
             f"{name} {_bound_text(bound)}"
             for name, bound in (("--from", start), ("--until", until))
             if bound is not None
         )
+        held = _spans(low, high)
         raise ConfigError(
-            f"{said}: the range holds no record of {topic!r} (its partitions hold offsets "
-            f"{_spans(low, high)}); a --from time after the newest record replays nothing"
+            f"{said}: the range holds no record of {topic!r} ("
+            + (f"its partitions hold offsets {held}" if held else "the topic is empty")
+            + "); a --from time after the newest record replays nothing"
         )
     return plan
 

@@ -78,6 +78,41 @@ MISTAKES: list[tuple[str, list[str], dict[str, str], str]] = [
     ("backfill-redis-down", ["backfill"], {"LB_REDIS_URL": f"redis://{NOWHERE}/0"}, "LB_REDIS"),
     ("backfill-no-topic", ["backfill", "--topic", "absent-{uid}"], {}, "absent-"),
     ("rebuild-workers", ["rebuild", "--workers", "2"], {}, "--offline"),
+    # An audit of a game found nowhere is a typo, not a pass (with and without LB_GAMES).
+    ("verify-game-nowhere", ["verify", "--game", "nosuch", "--quiet"], {}, "nosuch"),
+    ("verify-game", ["verify", "--game", "g9"], {"LB_GAMES": "{tmp}/g1.toml"}, "g9"),
+    # Every window form is named, seasons and tournaments included.
+    ("top-window-forms", ["top", "g1", "--window", "tourney"], {}, "tournament:NAME"),
+    # A typo of a game or of LB_NAMESPACE is not an empty board: what exists is named.
+    ("top-game-nowhere", ["top", "gl"], {}, "'gl'"),
+    ("rank-game-nowhere", ["rank", "gl", "p1"], {}, "'gl'"),
+    ("top-namespace-nowhere", ["top", "g1"], {"LB_NAMESPACE": "nosuch{uid}"}, "LB_NAMESPACE"),
+    # Ranges a person cannot have meant.
+    (
+        "backfill-from-after-until",
+        ["backfill", "--dry-run", "--from", "2026-12-01", "--until", "2026-11-01"],
+        {},
+        "not before --until",
+    ),
+    (
+        "backfill-offsets-after",
+        ["backfill", "--dry-run", "--from", "0:9", "--until", "0:3"],
+        {},
+        "not before --until 0:3",
+    ),
+    ("backfill-offset-past-end", ["backfill", "--dry-run", "--from", "1:5"], {}, "past the end"),
+    ("backfill-from-future", ["backfill", "--dry-run", "--from", "2099-01-01"], {}, "no record"),
+    # Help and messages in words.
+    ("run-processes-zero", ["run", "--processes", "0"], {}, "--processes: must be at least 1"),
+    ("rebuild-processes-zero", ["rebuild", "--processes", "0"], {}, "--processes"),
+    ("produce-rate-word", ["produce", "--rate", "fast"], {}, "--rate: not a number: 'fast'"),
+    ("top-redis-no-scheme", ["top", "g1"], {"LB_REDIS_URL": "127.0.0.1:26379"}, "no scheme"),
+    (
+        "produce-unknown-served-by-defaults",
+        ["produce", "--unknown-games", "g2"],
+        {},
+        "built-in defaults",
+    ),
 ]
 CLUSTER_MISTAKES: list[tuple[str, list[str], dict[str, str], str]] = [
     ("run-cluster-url", ["run"], {"LB_REDIS_URL": CLUSTER_NODE}, "LB_REDIS_CLUSTER=1"),
@@ -199,6 +234,41 @@ def test_flow_started_by_hand_without_its_dead_letter_topic(
         f"scoreboard: error: the dead-letter topic '{bare_topic}.dlq' (LB_DLQ_TOPIC) does not "
         f"exist: `lb run` creates it, or create it with 2 partitions (as many as '{bare_topic}')"
     ]
+
+
+def test_a_second_lb_run_on_the_same_topic_and_state_dir_is_refused(
+    bare_topic: str, tmp_path: Path
+) -> None:
+    env = job_env(bare_topic, "tmistakes", tmp_path / "state", _files(tmp_path) / "g1.toml")
+    log = tmp_path / "first.log"
+    with log.open("wb") as out:
+        first = subprocess.Popen(
+            [sys.executable, "-m", "lb.cli", "run"],
+            env=env,
+            cwd=REPO,
+            stderr=out,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not list((tmp_path / "state" / "run").glob("job-*.json")):  # serving metrics
+            assert time.monotonic() < deadline and first.poll() is None, log.read_text()[-2000:]
+            time.sleep(0.1)
+        second = lb(["run"], env, timeout=60)
+        _assert_one_clear_line(second, f"pid {first.pid}", ["run"])
+        line = second.stderr.strip()
+        assert "another lb run" in line and bare_topic in line and "since" in line, line
+        assert "/metrics" in line, line
+        assert first.poll() is None, "the running job must not be disturbed"
+        # Another topic on the same state directory is another job: not refused.
+        other = dict(env, LB_TOPIC=f"{bare_topic}-other")
+        assert "another lb run" not in lb(["run", "--dry-run"], other, timeout=60).stderr
+    finally:
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=60) == 0, log.read_text()[-2000:]
+    # The lock went with the process: the next start is not refused.
+    again = lb(["run", "--until-end"], env, timeout=120)
+    assert again.returncode == 0, again.stderr[-2000:]
 
 
 def test_dry_run_touches_nothing(tmp_path: Path) -> None:

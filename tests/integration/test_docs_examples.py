@@ -7,6 +7,9 @@ links to this one and ``.lb/services.json`` names the running services, so
 relative paths in the examples (``.venv/bin/lb``, ``.lb/archive/...``) hold. The
 only changes made to an example: its own topic and key namespace (``LB_TOPIC``,
 ``LB_NAMESPACE``), deleted afterwards, and port 8080 replaced by a free port.
+The scratch checkout is a git repository with the project's ``.gitignore``:
+after every example has run, ``git status`` must be what it was before, so no
+example leaves a file behind in a person's checkout.
 
 * A shell block runs with ``bash -eo pipefail`` and must exit 0. A command that
   runs until stopped (``lb run`` without ``--until-end``, ``lb serve``, periodic
@@ -147,6 +150,9 @@ class Runner:
 
     def __init__(self, root: Path, env: dict[str, str], port: int) -> None:
         self.root = root
+        #: The runner's own files (Python examples, servers' logs), outside the checkout.
+        self.own = root.parent / "runner"
+        self.own.mkdir(exist_ok=True)
         self.env = env
         self.port = port
         self.servers: list[tuple[str, subprocess.Popen[bytes], Path]] = []
@@ -163,9 +169,9 @@ class Runner:
                 self.failures.append(f"{block.where}: {exc}")
             return
         if block.lang == "python":
-            script = self.root / f"example_{block.doc}_{block.line}.py"
+            script = self.own / f"example_{block.doc}_{block.line}.py"
             script.write_text(self._text(block))
-            self._finite(block, [".venv/bin/python", script.name])
+            self._finite(block, [".venv/bin/python", str(script)])
             return
         pending: list[str] = []
         for line in self._text(block).splitlines():
@@ -196,7 +202,7 @@ class Runner:
             )
 
     def _service(self, block: Block, line: str, kind: str) -> None:
-        log = self.root / f"service_{block.doc}_{block.line}_{len(self.servers)}.log"
+        log = self.own / f"service_{block.doc}_{block.line}_{len(self.servers)}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
                 ["bash", "-c", f"exec {line}"],
@@ -255,6 +261,8 @@ def scratch(services: dict[str, Any], tmp_path: Path) -> Iterator[tuple[Path, di
     recorded = base.state_dir / "services.json"
     if recorded.exists():
         (root / ".lb" / "services.json").write_text(recorded.read_text())
+    (root / ".gitignore").write_text((REPO / ".gitignore").read_text())
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
     uid = uuid.uuid4().hex[:8]
     env = {k: v for k, v in os.environ.items() if not k.startswith("LB_")}
     env.update(
@@ -282,6 +290,7 @@ def scratch(services: dict[str, Any], tmp_path: Path) -> Iterator[tuple[Path, di
 def test_every_example_runs_as_written(scratch: tuple[Path, dict[str, str]]) -> None:
     root, env = scratch
     runner = Runner(root, env, _free_port())
+    before = git_status(root)
     ran = 0
     try:
         for doc in DOCUMENTS:
@@ -295,3 +304,16 @@ def test_every_example_runs_as_written(scratch: tuple[Path, dict[str, str]]) -> 
         runner.kill_everything()
     assert not runner.failures, "\n\n".join(runner.failures)
     assert ran >= 15
+    assert git_status(root) == before, "an example left files in the checkout"
+
+
+def git_status(root: Path) -> list[str]:
+    """``git status --porcelain`` of the scratch checkout, untracked files one by one."""
+    done = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.splitlines()
