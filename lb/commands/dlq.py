@@ -1,8 +1,10 @@
 """``lb dlq show`` and ``lb dlq redrive``: look into the dead-letter topic, send letters back.
 
 ``show`` reads LB_DLQ_TOPIC from the beginning and prints the count of letters
-by error code and the last ``--last`` letters with their headers (``--json``:
-one document).
+by error code and the last ``--last`` letters: code and detail, where the
+original record sits (topic, partition, offset, key) and its record time in
+UTC, then where the letter sits in the dead-letter topic (``--json``: one
+document with the raw headers, times in epoch ms).
 
 ``redrive`` is for after a fix (a game added to LB_GAMES, a key id added to
 LB_HMAC_KEYS, a larger max_score): it sends the original record of every

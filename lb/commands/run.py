@@ -8,6 +8,10 @@ the Bytewax recovery store for this topic and flow under ``LB_STATE_DIR``,
 then execs Bytewax: with ``--processes N`` it starts N cooperating processes
 (``-i 0..N-1 -a host:port;...``) on loopback, forwards SIGINT/SIGTERM to them
 and waits. Every flag maps onto a ``bytewax.run`` flag; see ``--dry-run``.
+
+One ``lb run`` per topic and state directory: a second one on the same
+LB_TOPIC and LB_STATE_DIR is refused with a line naming the running one
+(pid, since when, metrics URL), because both would share one recovery store.
 """
 
 from __future__ import annotations

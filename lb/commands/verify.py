@@ -8,6 +8,13 @@ writes a live key. With the live job running, each group is compared at the
 offsets both sides have applied (see ``jobs/verifier.py``), so a busy board
 does not report false differences.
 
+Board values are shown as the score and the time it was reached. A --game
+found on neither side (no boards, no records) is an error naming the games
+that have boards, not an empty pass. After a fix and ``lb dlq redrive`` the
+replay, judging by today's settings, accepts each original the live job
+refused and counts its re-driven copy as a duplicate: when that explains a
+game's counters (boards equal), it is listed as expected, not as a difference.
+
 Exit status: 0 equal, 1 different, 2 error. Progress goes to stderr.
 """
 

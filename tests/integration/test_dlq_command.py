@@ -86,3 +86,9 @@ def test_show_counts_every_refusal_and_redrive_applies_letters_once(
     assert any(line.startswith("game g2:") for line in report["explained"]), report
     text = _ok(lb(["verify", "--quiet"], env, timeout=300))
     assert text.startswith("equal:") and "expected: game g2:" in text and "None" not in text
+
+    # The text form says where a letter's record sits, in words, and when, in UTC.
+    shown_text = _ok(lb(["dlq", "show", "--last", "1"], env, timeout=120))
+    assert f"the record at {topic} partition " in shown_text, shown_text
+    assert "record time 20" in shown_text and "Z (" in shown_text, shown_text
+    assert f"this letter: {topic}.dlq partition " in shown_text, shown_text

@@ -34,12 +34,15 @@ def test_lb_produce_outcomes_match_what_the_job_does(
         timeout=120,
     )  # fmt: skip
     assert produced.returncode == 0, produced.stderr[-2000:]
+    # --quiet: nothing on stderr, no librdkafka line (a BGQUEUE purge, a PID retry) either.
+    assert produced.stderr == "", produced.stderr
     summary = json.loads(produced.stdout)
     assert summary["delivered"] == 4000
     expected = summary["expected"]
 
     done = lb(["run", "--until-end"], env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "signing keys: dev1 (the built-in development key)" in done.stderr
 
     codes = Counter(
         header_map(m.headers())["error.code"]
