@@ -112,7 +112,7 @@ def run_backfill(
     if report.relaxed and not quiet:
         print(
             f"lb {kind}: {len(report.relaxed)} group(s) cut over behind the live job "
-            "(cut_over_relaxed): its log says 'Redis lost writes ... re-reading' for them; "
+            "(cut_over_relaxed): its log says 'Redis holds less of ... re-reading' for them; "
             "that is lb run catching up from the new watermarks, expected, not an incident",
             file=sys.stderr,
         )

@@ -153,7 +153,9 @@ class Healer:
             self.acked[where] = min(self.acked.get(where, offset - 1), offset - 1)
             self._dirty.add(where)
             log.warning(
-                "Redis lost writes of %s[%d] (%s): re-reading it from offset %d",
+                "Redis holds less of %s[%d] than this worker wrote (%s): re-reading it from "
+                "offset %d (healing writes Redis lost after a restart, failover or flush; "
+                "after an lb rebuild/backfill cut-over, catching up behind it)",
                 topic,
                 partition,
                 ", ".join(
