@@ -120,6 +120,17 @@ class Settings:
     #: compiled ``lb_native``), ``python`` (fastavro, the reference) or ``auto``
     #: (native when it is installed).
     decoder: str = "auto"
+    #: The Bytewax cluster this host belongs to (``LB_ADDRESSES``: ``host:port;...``,
+    #: one per process, the same list on every host); empty: ``--processes`` on one host.
+    addresses: tuple[str, ...] = ()
+    #: Which of ``addresses`` this host runs (``LB_PROCESS_ID``, 0-based).
+    process_id: int | None = None
+    #: A standby deployment takes over within this many seconds of the active one
+    #: stopping or dying (``LB_TAKEOVER_S``); the lease lasts two thirds of it.
+    takeover_s: int = 15
+    #: What a second deployment of the same topic and namespace does (``LB_STANDBY``):
+    #: ``wait`` (a hot standby) or ``refuse`` (exit 2).
+    standby: str = "wait"
 
     def __post_init__(self) -> None:
         if not self.kafka_bootstrap:
@@ -178,8 +189,26 @@ class Settings:
             raise ConfigError(f"LB_LOG_FORMAT must be text or json, got {self.log_format!r}")
         if self.decoder not in ("auto", "native", "python"):
             raise ConfigError(f"LB_DECODER must be auto, native or python, got {self.decoder!r}")
+        self._check_cluster()
         if self.games_file is not None and not self.games_file.is_file():
             raise ConfigError(f"LB_GAMES points at {self.games_file}, which is not a file")
+
+    def _check_cluster(self) -> None:
+        if self.process_id is not None and not self.addresses:
+            raise ConfigError("LB_PROCESS_ID is set without LB_ADDRESSES (the cluster's hosts)")
+        if self.addresses and self.process_id is None:
+            raise ConfigError(
+                "LB_ADDRESSES is set without LB_PROCESS_ID (which of its addresses this host runs)"
+            )
+        if self.process_id is not None and not 0 <= self.process_id < len(self.addresses):
+            raise ConfigError(
+                f"LB_PROCESS_ID {self.process_id} is out of range: LB_ADDRESSES names "
+                f"{len(self.addresses)} process(es), so 0..{len(self.addresses) - 1}"
+            )
+        if not 3 <= self.takeover_s <= 3600:
+            raise ConfigError(f"LB_TAKEOVER_S must be within 3..3600, got {self.takeover_s}")
+        if self.standby not in ("wait", "refuse"):
+            raise ConfigError(f"LB_STANDBY must be wait or refuse, got {self.standby!r}")
 
     @property
     def uses_dev_keys(self) -> bool:
@@ -256,6 +285,10 @@ class Settings:
             log_format=(env.get("LB_LOG_FORMAT") or "text").lower(),
             prometheus_port=_int(env, "LB_PROMETHEUS_PORT", 29090),
             decoder=(env.get("LB_DECODER") or "auto").lower(),
+            addresses=parse_addresses(env.get("LB_ADDRESSES") or "", "LB_ADDRESSES"),
+            process_id=_optional_int(env, "LB_PROCESS_ID"),
+            takeover_s=_int(env, "LB_TAKEOVER_S", 15),
+            standby=(env.get("LB_STANDBY") or "wait").lower(),
         )
 
 
@@ -267,6 +300,35 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         return int(raw)
     except ValueError as exc:
         raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
+
+
+def _optional_int(env: Mapping[str, str], name: str) -> int | None:
+    raw = (env.get(name) or "").strip()
+    return None if raw == "" else _int({name: raw}, name, 0)
+
+
+def parse_addresses(text: str, name: str = "--addresses") -> tuple[str, ...]:
+    """``host:port;host:port;...`` (Bytewax's ``-a``) as a tuple; ``""`` is none.
+
+    Each entry needs a host and a port within 1..65535 (an IPv6 host in
+    brackets: ``[::1]:2101``); no address may appear twice.
+    """
+    if not text.strip():
+        return ()
+    out: list[str] = []
+    for raw in text.split(";"):
+        entry = raw.strip()
+        host, sep, port = entry.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise ConfigError(
+                f"{name}: {entry!r} is not host:port (e.g. '10.0.0.1:2101;10.0.0.2:2101')"
+            )
+        if any(c.isspace() for c in host) or (host.count(":") and not host.startswith("[")):
+            raise ConfigError(f"{name}: {entry!r} has a malformed host (IPv6 goes in [brackets])")
+        if entry in out:
+            raise ConfigError(f"{name}: {entry!r} appears twice")
+        out.append(entry)
+    return tuple(out)
 
 
 def _port_or_off(env: Mapping[str, str], name: str) -> int | None:

@@ -49,3 +49,11 @@ class StopRequested(ServiceError):
 
 class QueryError(LeaderboardError):
     """A reader asked for something malformed (unknown window id, bad limit, ...)."""
+
+
+class Deposed(LeaderboardError):
+    """The projection's lease went to another deployment, which writes it now.
+
+    Its writes are refused (the group-write script's epoch check), so it stops
+    without applying what it holds; the active deployment has those records.
+    """

@@ -28,15 +28,16 @@ from config.heap import tune_for_streaming
 from config.settings import Settings
 from domain.backoff import Backoff
 from domain.errors import LeaderboardError
+from domain.lease import Role
 from domain.records import CheckedBatch, RecordBatch
 from domain.rewinds import Rewinds
 from domain.validation import Validator
-from flows import preflight, progress
+from flows import lease, preflight, progress
 from schemas.decode_verify import decode_verifier
 from sinks.boards import RedisBoardSink, ResumeFromRedis
 from sinks.dead_letters import DeadLetterSink
 from sources.kafka_source import ScoreTopicSource, StopSignal
-from telemetry import hooks, job
+from telemetry import derive, hooks, job
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,29 @@ def wire(
     return flow
 
 
+def _hold_lease(settings: Settings, stop: StopSignal) -> lease.LeaseKeeper:
+    """The lease of the projection, once this deployment holds it (a standby waits here).
+
+    Refused (``LB_STANDBY=refuse``): one line and exit 2. Asked to stop while
+    waiting: exit 0, nothing was read.
+    """
+    keeper = lease.start(
+        settings,
+        lease.client(settings),
+        settings.namespace,
+        derive.cluster_args(sys.argv),
+        on_deposed=lambda line: stop.set(),
+    )
+    role = keeper.wait_active(stop.is_set)
+    if role is Role.REFUSED:
+        print(f"{FLOW_ID}: error: {keeper.describe()}", file=sys.stderr, flush=True)
+        raise SystemExit(2)
+    if role is not Role.ACTIVE:
+        log.info("stopped while waiting as a standby")
+        raise SystemExit(0)
+    return keeper
+
+
 def build(
     until_end: bool = False, namespace: str | None = None, dead_letters: bool = True
 ) -> Dataflow:
@@ -122,6 +146,10 @@ def build(
         log.warning("%s", warning)
     stop = StopSignal()
     _install_stop_handlers(stop)
+    # The live projection is written by one deployment at a time (a rebuild's
+    # staging namespace is its own): wait here as a standby while another holds it.
+    keeper = _hold_lease(settings, stop) if namespace in (None, settings.namespace) else None
+    fence = None if keeper is None else keeper.epoch
     progress.start(settings.progress_s)
     validator = Validator(config.catalog, decode_verifier(config.keyring, engine=settings.decoder))
 
@@ -150,6 +178,7 @@ def build(
             settings.dlq_topic,
             settings.topic,
             delivery_timeout_s=settings.kafka_retry_s,
+            fence=fence,
         )
         if dead_letters
         else None
@@ -165,6 +194,7 @@ def build(
         stopping=stop.is_set,
         partitions=partitions,
         max_updates=settings.write_max_updates,
+        fence=fence,
     )
     flow = wire(source, validator.check_batch, boards, letters)
     # The flow is built once per worker process, before it consumes anything.

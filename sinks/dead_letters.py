@@ -26,18 +26,18 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bytewax.outputs import DynamicSink, StatelessSinkPartition
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from config.clients import QUIET_KAFKA_LOGGER
-from domain.errors import RetryBudgetExceeded, ServiceError
+from domain.errors import Deposed, RetryBudgetExceeded, ServiceError
 from domain.outcomes import DeadLetterHeader as Header
 from domain.records import CheckedBatch, DeadLetter
 from sinks import outcomes
-from sinks.retry import give_up
+from sinks.retry import give_up, step_down
 from sources.kafka_source import ErrorLog, topic_partitions
 
 log = logging.getLogger(__name__)
@@ -131,8 +131,10 @@ class _DeadLetterPartition(StatelessSinkPartition[CheckedBatch]):
         partitions: int,
         already: dict[int, int],
         delivery_timeout_s: float,
+        fence: Callable[[], int] | None = None,
     ) -> None:
         self._producer = producer
+        self._fence = fence
         self._topic = topic
         self._partitions = partitions
         self._already = already
@@ -149,8 +151,12 @@ class _DeadLetterPartition(StatelessSinkPartition[CheckedBatch]):
             self._write(items)
         except RetryBudgetExceeded as exc:
             give_up(exc)
+        except Deposed as exc:
+            step_down(exc)
 
     def _write(self, items: Sequence[CheckedBatch]) -> None:
+        if self._fence is not None and any(batch.dead for batch in items):
+            self._fence()  # a deposed deployment writes no letter (raises Deposed)
         sent: list[str] = []
         for batch in items:
             done = self._already.get(batch.partition, -1)
@@ -226,8 +232,11 @@ class DeadLetterSink(DynamicSink[CheckedBatch]):
         dlq_topic: str,
         source_topic: str,
         delivery_timeout_s: float = 300.0,
+        fence: Callable[[], int] | None = None,
     ) -> None:
+        """``fence``: the lease's epoch check (``flows.lease``); a deposed deployment stops."""
         self._config = dict(config)
+        self._fence = fence
         self._topic = dlq_topic
         self._source = source_topic
         self._timeout_s = delivery_timeout_s
@@ -258,4 +267,6 @@ class DeadLetterSink(DynamicSink[CheckedBatch]):
                 "logger": QUIET_KAFKA_LOGGER,
             }
         )
-        return _DeadLetterPartition(producer, self._topic, partitions, already, self._timeout_s)
+        return _DeadLetterPartition(
+            producer, self._topic, partitions, already, self._timeout_s, self._fence
+        )

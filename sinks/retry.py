@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
 from domain.backoff import Backoff
-from domain.errors import RetryBudgetExceeded, StopRequested
+from domain.errors import Deposed, RetryBudgetExceeded, StopRequested
 from sinks import outcomes
 from telemetry import hooks
 
@@ -142,6 +142,15 @@ def give_up(exc: RetryBudgetExceeded) -> NoReturn:
     sends the unwritten batch again.
     """
     _leave(f"error: {exc}", 1)
+
+
+def step_down(exc: Deposed) -> NoReturn:
+    """End this job process now (exit 0): another deployment took the projection over.
+
+    Its writes are refused from now on; what this one holds is the new
+    active deployment's to apply (it reads from the watermarks in Redis).
+    """
+    _leave(f"deposed: {exc}", 0)
 
 
 def _leave(why: str, code: int) -> NoReturn:

@@ -75,6 +75,20 @@ def process_args(argv: Sequence[str]) -> tuple[int | None, str | None]:
     return process, recovery
 
 
+def cluster_args(argv: Sequence[str]) -> tuple[str, ...]:
+    """The addresses (``-a``) of a ``bytewax.run`` command line: its cluster's processes."""
+    args = list(argv)
+    for i, arg in enumerate(args):
+        value = None
+        if arg in ("-a", "--addresses") and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith("--addresses="):
+            value = arg.split("=", 1)[1]
+        if value is not None:
+            return tuple(a.strip() for a in value.split(";") if a.strip())
+    return ()
+
+
 def lag_records(end_offset: int, next_offset: int) -> int | None:
     """End offset minus the next offset to read; ``None`` while the end is unknown."""
     if end_offset < 0 or next_offset < 0:
@@ -157,6 +171,8 @@ class Health:
     #: First and latest Kafka client error of the current run of errors.
     kafka_errors_since: float | None = None
     kafka_last_error: float | None = None
+    #: Why this deployment does not write now (a standby waiting for the lease), or None.
+    lease_wait: str | None = None
 
 
 def kafka_failing(health: Health, now: float, quiet_s: float) -> float | None:
@@ -178,8 +194,8 @@ def readiness(health: Health, now: float, threshold_s: float, quiet_s: float) ->
     than ``threshold_s``: a short outage is ridden out by the retry policy and
     should not page anyone, a long one should take the process out of service.
     """
-    reasons = []
-    if not health.connected:
+    reasons = [health.lease_wait] if health.lease_wait else []
+    if not health.connected and not health.lease_wait:
         reasons.append("not connected yet")
     for setting, since in sorted(health.failing_since.items()):
         if now - since > threshold_s:
@@ -199,7 +215,7 @@ def liveness(health: Health, now: float, stall_s: float) -> str | None:
     should restart it.
     """
     last = health.last_activity if health.last_activity is not None else health.started_at
-    if health.failing_since:
+    if health.failing_since or health.lease_wait:  # retrying, or a standby waiting its turn
         return None
     if now - last > stall_s:
         return f"no batch, tick or retry for {now - last:.0f}s"

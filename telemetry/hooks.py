@@ -47,17 +47,27 @@ class _State:
         self.stall_s = 120.0
         self.records: dict[tuple[str, str], Any] = {}
         self.letters: dict[str, Any] = {}
+        self.process = 0
+        self.processes = 1
+        self.lease_role = ""
 
 
 _state = _State()
 
 
-def enable(recovery_dir: str | None, ready_retry_s: float, stall_s: float) -> None:
+def enable(
+    recovery_dir: str | None,
+    ready_retry_s: float,
+    stall_s: float,
+    process: int = 0,
+    processes: int = 1,
+) -> None:
     """Turn the hooks on and register the scrape-time collector (once per process)."""
     global _ready_threshold_s
     if _state.enabled:
         return
     _state.enabled = True
+    _state.process, _state.processes = process, processes
     _state.recovery_dir = Path(recovery_dir) if recovery_dir else None
     _state.stall_s = stall_s
     _ready_threshold_s = ready_retry_s
@@ -235,6 +245,16 @@ def recovered(setting: str) -> None:
         _state.health.failing_since.pop(setting, None)
 
 
+# -- the deployment lease ------------------------------------------------------------
+
+
+def lease(role: str, waiting: str | None) -> None:
+    """The deployment's lease role; ``waiting`` (a standby's line) makes it not ready."""
+    with _state.lock:
+        _state.lease_role = role
+        _state.health.lease_wait = waiting
+
+
 # -- read at scrape time -------------------------------------------------------------
 
 
@@ -285,6 +305,9 @@ def read_state() -> metrics.ProcessState:
         snapshot_age_s=_snapshot_age_s(),
         live=not_live is None,
         ready=not not_ready,
+        process=_state.process,
+        processes=_state.processes,
+        lease_role=_state.lease_role,
     )
 
 

@@ -31,14 +31,18 @@ def start(settings: Settings, flow: str, namespace: str | None = None) -> str | 
         return _serving[0]
     staging = namespace is not None and namespace != settings.namespace
     process, recovery = derive.process_args(sys.argv)
+    processes = max(1, len(derive.cluster_args(sys.argv)))
     hooks.enable(
         recovery,
         ready_retry_s=settings.ready_retry_s,
         stall_s=max(60.0, 6.0 * settings.heal_check_s),
+        process=process or 0,
+        processes=processes,
     )
     base = 0 if staging else settings.metrics_port
     host = settings.metrics_host
-    _, port = server.serve(host, derive.metrics_port(base, process), hooks.health_now)
+    about = {"process": process or 0, "processes": processes}
+    _, port = server.serve(host, derive.metrics_port(base, process), hooks.health_now, about)
     server.register(
         settings.state_dir,
         "job",
@@ -47,6 +51,7 @@ def start(settings: Settings, flow: str, namespace: str | None = None) -> str | 
         {
             "flow": flow,
             "process": str(process or 0),
+            "processes": str(processes),
             "topic": settings.topic,
             "namespace": namespace or settings.namespace,
             "kind": "rebuild" if staging else "live",

@@ -76,6 +76,11 @@ class ProcessState:
     snapshot_age_s: float | None
     live: bool
     ready: bool
+    #: This process's index in its Bytewax cluster and the cluster's size.
+    process: int = 0
+    processes: int = 1
+    #: Where its deployment stands on the projection's lease (``domain.lease.Role``).
+    lease_role: str = ""
 
 
 class JobCollector(Collector):
@@ -109,6 +114,14 @@ class JobCollector(Collector):
         yield GaugeMetricFamily(
             "lb_ready", "1 while connected and not retrying past the threshold", value=state.ready
         )
+        info = GaugeMetricFamily(
+            "lb_job_process",
+            "1 per job process: its index in the Bytewax cluster, the cluster's size, and "
+            "its deployment's lease role (active, standby, starting, deposed)",
+            labels=["process", "processes", "lease"],
+        )
+        info.add_metric([str(state.process), str(state.processes), state.lease_role], 1)
+        yield info
 
 
 def _lag_families(parts: Iterable[PartitionState]) -> Iterator[GaugeMetricFamily]:

@@ -20,7 +20,7 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from socketserver import ThreadingMixIn
 from typing import Any
@@ -48,8 +48,13 @@ class _Quiet(WSGIRequestHandler):
         return
 
 
-def wsgi_app(health: HealthCheck) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
-    """``/livez`` and ``/readyz`` (200 or 503 with the reason), everything else the exposition."""
+def wsgi_app(
+    health: HealthCheck, about: Mapping[str, object] | None = None
+) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
+    """``/livez`` and ``/readyz`` (200 or 503 with the reason), everything else the exposition.
+
+    ``about`` (e.g. the process index) is added to both health answers.
+    """
     exposition = make_wsgi_app()
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -60,7 +65,7 @@ def wsgi_app(health: HealthCheck) -> Callable[[dict[str, Any], StartResponse], I
                 reasons = [not_live] if not_live else []
             else:
                 reasons = ([not_live] if not_live else []) + not_ready
-            body = json.dumps({"ok": not reasons, "reasons": reasons}).encode()
+            body = json.dumps({"ok": not reasons, "reasons": reasons, **(about or {})}).encode()
             status = "200 OK" if not reasons else "503 Service Unavailable"
             start_response(status, [("Content-Type", "application/json")])
             return [body]
@@ -69,7 +74,9 @@ def wsgi_app(health: HealthCheck) -> Callable[[dict[str, Any], StartResponse], I
     return app
 
 
-def serve(host: str, port: int, health: HealthCheck) -> tuple[WSGIServer, int]:
+def serve(
+    host: str, port: int, health: HealthCheck, about: Mapping[str, object] | None = None
+) -> tuple[WSGIServer, int]:
     """Serve in a daemon thread; the bound port (``port`` 0: a free one).
 
     A busy port is a person's mistake (another job on the same
@@ -77,7 +84,7 @@ def serve(host: str, port: int, health: HealthCheck) -> tuple[WSGIServer, int]:
     """
     try:
         server = make_server(
-            host, port, wsgi_app(health), server_class=_Server, handler_class=_Quiet
+            host, port, wsgi_app(health, about), server_class=_Server, handler_class=_Quiet
         )
     except OSError as exc:
         raise ConfigError(

@@ -25,19 +25,22 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from types import FrameType
 
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from config.clients import quiet_kafka_config
-from config.settings import Settings
-from domain.errors import ServiceError
-from flows import preflight
+from config.clients import quiet_kafka_config, redis_client
+from config.settings import Settings, parse_addresses
+from domain.errors import ConfigError, ServiceError
+from domain.lease import LeaseState, Role, Timings, describe
+from flows import lease, preflight
 from flows.scoreboard import FLOW_ID
 from lb import run_lock
 from lb.argtypes import positive_int
 from schemas.decode_verify import resolve_engine
-from telemetry import logs
+from sinks.redis_lease import peek
+from telemetry import derive, logs
 
 RECOVERY_PARTITIONS = 4
 
@@ -125,7 +128,10 @@ def launch(
     settings = Settings.from_env()
     config = preflight.job_config(settings)
     engine = resolve_engine(settings.decoder)
-    processes = max(1, args.processes)
+    # lb run alone joins a cluster of hosts (--addresses / LB_ADDRESSES); a
+    # rebuild or backfill always runs its own processes on this host.
+    settings = _cluster(args, settings) if hasattr(args, "process_id") else settings
+    processes = max(1, args.processes or 1)
     recovery = None if args.no_recovery else str(settings.recovery_dir(flow))
     if args.dry_run:
         for argv in _commands(flow_call, recovery, settings, processes, args.workers):
@@ -157,21 +163,23 @@ def launch(
     ensure_dead_letter_topic(settings, partitions, topics)
     if recovery is not None:
         ensure_recovery_store(settings, flow)
+    commands = _commands(flow_call, recovery, settings, processes, args.workers)
+    standby = _standby(settings, commands) if "namespace=" not in flow_call else ""
     start_line = (
         f"lb {args.command}: {settings.topic} ({partitions} partitions) -> "
         f"{settings.redis_display_url()} namespace {settings.namespace}; games: "
         f"{preflight.describe_games(config.catalog, settings.games_file)}; dead letters -> "
         f"{settings.dlq_topic}; signing keys: {_key_ids(settings)}; "
-        f"{processes} process(es) x {args.workers} worker(s); "
+        f"{_shape(settings, processes)} x {args.workers} worker(s); "
         f"decode + verify: {engine}"
         + ("; until the end offsets seen now" if "until_end=True" in flow_call else "")
+        + standby
     )
     if settings.log_format == "json":
         logs.configure("json")
         logging.getLogger("flows").info(start_line)
     else:
         print(start_line, file=sys.stderr, flush=True)
-    commands = _commands(flow_call, recovery, settings, processes, args.workers)
     # A stop signal arriving while the children are being started waits until
     # they are all recorded, then reaches every one of them (none is orphaned).
     spawning = True
@@ -196,10 +204,80 @@ def _key_ids(settings: Settings) -> str:
     return f"{ids} (the built-in development key)" if settings.uses_dev_keys else ids
 
 
+def _cluster(args: argparse.Namespace, settings: Settings) -> Settings:
+    """The settings with ``--addresses``/``--process-id`` applied (they win over the env).
+
+    ``--processes`` starts every process of a cluster on this host;
+    ``--addresses`` joins one of a cluster spread over hosts: both at once is a
+    mistake (one line, exit 2), as is an address list without this host's index.
+    """
+    addresses = settings.addresses
+    if args.addresses is not None:
+        addresses = parse_addresses(args.addresses)
+    process_id = args.process_id if args.process_id is not None else settings.process_id
+    if args.processes is not None and (addresses or args.process_id is not None):
+        where = "--addresses" if args.addresses is not None else "LB_ADDRESSES"
+        raise ConfigError(
+            f"--processes and {where} both say how many processes run: --processes N starts "
+            "all of them on this host, --addresses (with --process-id) one per host"
+        )
+    if args.process_id is not None and not addresses:
+        raise ConfigError("--process-id needs --addresses (or LB_ADDRESSES): the cluster's hosts")
+    if args.addresses is not None and process_id is None:
+        raise ConfigError(
+            "--addresses needs --process-id (or LB_PROCESS_ID): which of them this host runs"
+        )
+    if process_id is not None and not 0 <= process_id < len(addresses):
+        which = "--process-id" if args.process_id is not None else "LB_PROCESS_ID"
+        raise ConfigError(
+            f"{which} {process_id} is out of range: the cluster has {len(addresses)} "
+            f"process(es), so 0..{len(addresses) - 1}"
+        )
+    return replace(settings, addresses=addresses, process_id=process_id)
+
+
+def _shape(settings: Settings, processes: int) -> str:
+    if settings.process_id is None:
+        return f"{processes} process(es)"
+    cluster = ";".join(settings.addresses)
+    return f"process {settings.process_id} of {len(settings.addresses)} ({cluster})"
+
+
+def _standby(settings: Settings, commands: list[list[str]]) -> str:
+    """The start line's word on another deployment already writing this projection."""
+    addresses = derive.cluster_args(commands[0])
+    me = lease.deployment(settings, addresses)
+    client = redis_client(settings)
+    try:
+        holder = peek(client, settings.namespace, settings.topic)
+    finally:
+        client.close()
+    if holder is None or holder[0].id == me.id:
+        return ""
+    other = LeaseState(Role.STANDBY, other=holder[0])
+    timings = Timings(settings.takeover_s)
+    if settings.standby == "refuse":
+        raise ConfigError(
+            describe(replace(other, role=Role.REFUSED), settings.topic, settings.namespace, timings)
+        )
+    return "; " + describe(other, settings.topic, settings.namespace, timings)
+
+
 def _commands(
     flow_call: str, recovery: str | None, settings: Settings, processes: int, workers: int
 ) -> list[list[str]]:
-    """One ``bytewax.run`` command line per process."""
+    """One ``bytewax.run`` command line per process (only this host's with ``--addresses``)."""
+    if settings.process_id is not None:
+        return [
+            bytewax_argv(
+                flow_call,
+                recovery,
+                settings.snapshot_interval_s,
+                workers,
+                settings.process_id,
+                list(settings.addresses),
+            )
+        ]
     if processes == 1:
         return [bytewax_argv(flow_call, recovery, settings.snapshot_interval_s, workers)]
     addresses = [f"127.0.0.1:{p}" for p in _free_ports(processes)]
@@ -224,7 +302,10 @@ DRY_RUN_HELP = (
 def add_scaling_flags(parser: argparse.ArgumentParser, dry_run_help: str = DRY_RUN_HELP) -> None:
     """Flags shared by ``lb run`` and ``lb rebuild`` (each says what its ``--dry-run`` prints)."""
     parser.add_argument(
-        "--processes", type=positive_int, default=1, help="cooperating processes (-i/-a)"
+        "--processes",
+        type=positive_int,
+        default=1,
+        help="cooperating processes on this host (-i/-a)",
     )
     parser.add_argument("--workers", type=positive_int, default=1, help="workers per process (-w)")
     parser.add_argument(
@@ -247,4 +328,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="process up to the end offsets seen at start, then exit 0",
     )
     add_scaling_flags(run)
-    run.set_defaults(handler=_run)
+    run.add_argument(
+        "--addresses",
+        default=None,
+        help="every process of a cluster spread over hosts, 'host:port;host:port;...' (the same "
+        "list on every host; LB_ADDRESSES); this host runs only --process-id's",
+    )
+    run.add_argument(
+        "--process-id",
+        type=int,
+        default=None,
+        help="which of --addresses this host runs, 0-based (LB_PROCESS_ID)",
+    )
+    # None: not given, so --addresses / LB_ADDRESSES may say how many processes run.
+    run.set_defaults(handler=_run, processes=None)

@@ -3,6 +3,14 @@
 -- ARGV: field, offset, expected watermark, members per command, then counted sections.
 -- Answers {outcome, microseconds Redis spent writing}: outcome 1 applied, 0 applied
 -- before, -2 - stored when refused (encoding.refused_at).
+-- Fence: the last key is the group's fence, the last argument the writer's epoch
+-- (0: not a leased deployment, unchecked). A deposed deployment's epoch is below it.
+local epoch = tonumber(ARGV[#ARGV])
+if epoch > 0 then
+  local fence = tonumber(redis.call('GET', KEYS[#KEYS]) or '0')
+  if epoch < fence then return redis.error_reply('FENCED ' .. fence) end
+  if epoch > fence then redis.call('SET', KEYS[#KEYS], epoch) end
+end
 local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '-1')
 if cur >= tonumber(ARGV[2]) then return {0, 0} end
 -- Not what the plan was based on: Redis lost writes (or another writer moved

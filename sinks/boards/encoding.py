@@ -12,6 +12,7 @@ from operator import itemgetter
 from typing import Any
 
 from domain.keys import CHANGES_MAXLEN
+from domain.lease import fence_key
 from domain.planner import Change, GroupWrite
 from telemetry import hooks
 
@@ -49,7 +50,9 @@ def outcomes(replies: list[Any]) -> list[int]:
 _SCORE = itemgetter(1)
 
 
-def encode(write: GroupWrite, sort_members: bool = False) -> tuple[list[str], list[Any]]:
+def encode(
+    write: GroupWrite, sort_members: bool = False, epoch: int = 0
+) -> tuple[list[str], list[Any]]:
     """The script's keys and arguments for one group write (layout: ``apply_group.lua``).
 
     ``sort_members`` sends each board's members in ascending score: Redis then
@@ -57,7 +60,8 @@ def encode(write: GroupWrite, sort_members: bool = False) -> tuple[list[str], li
     less than scattered inserts when the board is large (``bench.redis_floor``,
     10M members per board: a sixth to a third less Redis CPU in ``ZADD``,
     docs/BENCHMARKS.md). The set written is the same either way: one value per
-    member, order-free.
+    member, order-free. ``epoch`` is the writer's lease epoch (``domain.lease``),
+    sent last with the group's fence key.
     """
     keys: list[str] = [write.keys.watermarks, write.keys.stats, write.keys.boards]
     index: dict[str, int] = {}
@@ -101,7 +105,21 @@ def encode(write: GroupWrite, sort_members: bool = False) -> tuple[list[str], li
         args.append("[" + ",".join(map(change_json, write.changes)) + "]")
     else:
         args.append(0)
+    return fenced(keys, args, write, epoch)
+
+
+def fenced(
+    keys: list[str], args: list[Any], write: GroupWrite, epoch: int
+) -> tuple[list[str], list[Any]]:
+    """``keys`` and ``args`` with the group's fence key and the writer's epoch appended."""
+    topic = write.watermark[0].rpartition("/")[0]
+    keys.append(fence_key(write.keys.watermarks, topic))
+    args.append(epoch)
     return keys, args
+
+
+#: The group-write script's refusal of a deposed deployment's epoch (``apply_group.lua``).
+FENCED = re.compile(r"\bFENCED \d+")
 
 
 _PLAIN = re.compile(r"[A-Za-z0-9._:@-]*")

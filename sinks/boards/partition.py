@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 from bytewax.outputs import StatelessSinkPartition
 
-from domain.errors import RetryBudgetExceeded
+from domain.errors import Deposed, RetryBudgetExceeded
 from domain.keys import watermark_field
 from domain.planner import BoardPlanner, PlanRound, WritePlan
 from domain.planner.rounds import split_round
@@ -28,7 +28,7 @@ from sinks import outcomes
 from sinks.boards.encoding import refused_at
 from sinks.boards.healing import Healer
 from sinks.boards.store import RedisBoardStore
-from sinks.retry import give_up
+from sinks.retry import give_up, step_down
 from telemetry import hooks
 
 _clock = time.perf_counter
@@ -58,6 +58,8 @@ class BoardPartition(StatelessSinkPartition[CheckedBatch]):
             self._write(items)
         except RetryBudgetExceeded as exc:
             give_up(exc)
+        except Deposed as exc:
+            step_down(exc)
 
     def _write(self, items: Sequence[CheckedBatch]) -> None:
         """Project every batch; the last round's writes are still in flight on return.
@@ -153,5 +155,8 @@ class BoardPartition(StatelessSinkPartition[CheckedBatch]):
 
     def close(self) -> None:
         """Settle the writes in flight and leave the progress hashes current for the next start."""
-        self._settle(self._store.drain())
+        try:
+            self._settle(self._store.drain())
+        except Deposed as exc:
+            step_down(exc)
         self._store.write_progress(self._healer.take_progress())

@@ -31,14 +31,17 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
         stopping: Callable[[], bool] = lambda: False,
         partitions: Mapping[str, int] | None = None,
         max_updates: int = MAX_UPDATES,
+        fence: Callable[[], int] | None = None,
     ) -> None:
         """The sink factory; ``partitions`` are the source topics' partition counts.
 
         Read once at start: a tournament's ``max_entries`` is split into
         per-partition seats (``domain.games.Tournament.seats``). ``max_updates``
-        bounds one atomic group write (:func:`domain.planner.pieces`).
+        bounds one atomic group write (:func:`domain.planner.pieces`); ``fence``
+        gives each write's lease epoch (see :class:`RedisBoardStore`).
         """
         self._max_updates = max_updates
+        self._fence = fence
         self._client_factory = client_factory
         self._stopping = stopping
         self._namespace = namespace
@@ -59,7 +62,7 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
             partitions=self._partitions,
             max_updates=self._max_updates,
         )
-        store = RedisBoardStore(client, self._retry, self._stopping)
+        store = RedisBoardStore(client, self._retry, self._stopping, fence=self._fence)
         hooks.board_sink_started(planner)
         return BoardPartition(
             store,

@@ -31,9 +31,9 @@ from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from domain.backoff import Backoff
-from domain.errors import RetryBudgetExceeded, ServiceError, StopRequested
+from domain.errors import Deposed, RetryBudgetExceeded, ServiceError, StopRequested
 from domain.planner import LookupResults, Lookups, WritePlan
-from sinks.boards.encoding import encode, outcomes, raise_first_error
+from sinks.boards.encoding import FENCED, encode, outcomes, raise_first_error
 from sinks.boards.reads import parse_reads, read_commands
 from sinks.retry import abandon, call_with_retry, give_up
 from sinks.wire import RawPipeline
@@ -81,9 +81,15 @@ class RedisBoardStore:
         stopping: Callable[[], bool] = lambda: False,
         *,
         sort_members: bool = False,
+        fence: Callable[[], int] | None = None,
     ) -> None:
-        """``sort_members``: send each board's members in score order (replays; see ``_encode``)."""
+        """``sort_members``: send each board's members in score order (replays; see ``_encode``).
+
+        ``fence`` gives the lease epoch of each write (``flows.lease``); without
+        one, writes carry epoch 0 and are not fenced (tools beside the job).
+        """
         self._client = client
+        self._fence = fence
         self._retry = retry
         self._sort = sort_members
         self._stopping = stopping
@@ -110,8 +116,19 @@ class RedisBoardStore:
             )
         except StopRequested as exc:
             abandon(exc)
+        except redis.ResponseError as exc:
+            fenced = FENCED.search(str(exc))
+            if fenced:
+                raise Deposed(
+                    f"deposed: Redis refused a write of an older lease epoch "
+                    f"({fenced.group(0)}): another deployment writes this projection now"
+                ) from exc
+            raise ServiceError(f"{what} failed: {exc}") from exc
         except redis.RedisError as exc:
             raise ServiceError(f"{what} failed: {exc}") from exc
+
+    def _epoch(self) -> int:
+        return 0 if self._fence is None else self._fence()
 
     def _forget_slots(self) -> None:
         """After a failure a cluster's slot map may be stale: refresh it before the next try."""
@@ -186,7 +203,8 @@ class RedisBoardStore:
         groups = [write for plan in plans for write in plan.groups]
         if not groups:
             return []
-        self._inflight = [encode(write, self._sort) for write in groups]
+        epoch = self._epoch()
+        self._inflight = [encode(write, self._sort, epoch) for write in groups]
         self._inflight_sent = False
         try:
             self._wire.send(self._wire.evals(APPLY_GROUP, self._inflight))
@@ -265,7 +283,8 @@ class RedisBoardStore:
             return []
         if self._inflight is not None:
             raise RuntimeError("writes are in flight: exchange() or drain() them first")
-        encoded = [encode(write, self._sort) for write in groups]
+        epoch = self._epoch()
+        encoded = [encode(write, self._sort, epoch) for write in groups]
         if self._cluster:
             return list(
                 self._round_trip("Redis Cluster write", lambda: self._apply_cluster(encoded))
