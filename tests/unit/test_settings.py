@@ -89,3 +89,40 @@ def test_the_planner_cache_size_is_a_setting(tmp_path: Path) -> None:
     assert Settings.from_env({"LB_STATE_DIR": str(tmp_path)}).cache_players == 2_000_000
     s = Settings.from_env({"LB_STATE_DIR": str(tmp_path), "LB_CACHE_PLAYERS": "250000"})
     assert s.cache_players == 250_000
+
+
+def test_a_cluster_of_hosts_is_an_address_list_and_this_hosts_index(tmp_path: Path) -> None:
+    s = Settings.from_env(
+        {
+            "LB_STATE_DIR": str(tmp_path),
+            "LB_ADDRESSES": "10.0.0.1:2101; 10.0.0.2:2101;[fd00::3]:2101",
+            "LB_PROCESS_ID": "2",
+        }
+    )
+    assert s.addresses == ("10.0.0.1:2101", "10.0.0.2:2101", "[fd00::3]:2101")
+    assert s.process_id == 2
+    assert (s.takeover_s, s.standby) == (15, "wait")
+    assert Settings.from_env({"LB_STATE_DIR": str(tmp_path)}).addresses == ()
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"LB_ADDRESSES": "a:1;b:2", "LB_PROCESS_ID": "2"}, "out of range"),
+        ({"LB_ADDRESSES": "a:1;b:2", "LB_PROCESS_ID": "-1"}, "out of range"),
+        ({"LB_ADDRESSES": "a:1;b"}, "not host:port"),
+        ({"LB_ADDRESSES": "a:1;b:99999", "LB_PROCESS_ID": "0"}, "not host:port"),
+        ({"LB_ADDRESSES": "a:1;a:1", "LB_PROCESS_ID": "0"}, "twice"),
+        ({"LB_ADDRESSES": "fd00::1:2101", "LB_PROCESS_ID": "0"}, "brackets"),
+        ({"LB_ADDRESSES": "a:1;b:2"}, "without LB_PROCESS_ID"),
+        ({"LB_PROCESS_ID": "0"}, "without LB_ADDRESSES"),
+        ({"LB_PROCESS_ID": "one"}, "integer"),
+        ({"LB_TAKEOVER_S": "1"}, "LB_TAKEOVER_S"),
+        ({"LB_STANDBY": "maybe"}, "LB_STANDBY"),
+    ],
+)
+def test_cluster_mistakes_name_the_setting(
+    tmp_path: Path, env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        Settings.from_env({"LB_STATE_DIR": str(tmp_path), **env})
