@@ -150,7 +150,7 @@ def step_down(exc: Deposed) -> NoReturn:
     Its writes are refused from now on; what this one holds is the new
     active deployment's to apply (it reads from the watermarks in Redis).
     """
-    _leave(f"deposed: {exc}", 0)
+    _leave(str(exc), 0)
 
 
 def _leave(why: str, code: int) -> NoReturn:
