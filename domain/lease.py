@@ -51,17 +51,21 @@ def is_loopback(host: str) -> bool:
     return host.startswith(LOOPBACK_PREFIXES)
 
 
-def deployment_of(addresses: Sequence[str], hostname: str, state_dir: str) -> Deployment:
+def deployment_of(
+    addresses: Sequence[str], hostname: str, state_dir: str, *, explicit: bool = False
+) -> Deployment:
     """The deployment a process belongs to.
 
-    Processes spread over hosts (``--addresses``) share their address list,
-    which no other deployment can have (its ports are theirs). A deployment on
-    one host (``--processes N``, loopback addresses) is that host and its state
-    directory: a restart there after a crash is the same deployment and takes
-    its lease back at once instead of waiting for it to expire.
+    Processes of a cluster named by hand (``--addresses``/``LB_ADDRESSES``:
+    ``explicit``, or any address off loopback) share their address list, which
+    no other deployment can have (its ports are theirs). A deployment that
+    ``--processes N`` started on one host (loopback ports picked at start) is
+    that host and its state directory: a restart there after a crash is the
+    same deployment and takes its lease back at once instead of waiting for it
+    to expire.
     """
     hosts = list(dict.fromkeys(host_of(a) for a in addresses))
-    if hosts and not all(is_loopback(h) for h in hosts):
+    if hosts and (explicit or not all(is_loopback(h) for h in hosts)):
         return Deployment("cluster:" + ";".join(addresses), ", ".join(hosts))
     return Deployment(f"host:{hostname}:{state_dir}", f"{hostname} (state dir {state_dir})")
 

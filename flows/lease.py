@@ -47,7 +47,12 @@ def client(settings: Settings) -> Any:
 
 def deployment(settings: Settings, addresses: tuple[str, ...]) -> Deployment:
     """The deployment of this process (``addresses``: its ``bytewax.run -a`` list)."""
-    return decide.deployment_of(addresses, socket.gethostname(), str(settings.state_dir))
+    return decide.deployment_of(
+        addresses,
+        socket.gethostname(),
+        str(settings.state_dir),
+        explicit=bool(settings.addresses),
+    )
 
 
 class LeaseKeeper:

@@ -31,7 +31,7 @@ from types import FrameType
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from config.clients import quiet_kafka_config, redis_client
-from config.settings import Settings, parse_addresses
+from config.settings import Settings, child_environment, parse_addresses
 from domain.errors import ConfigError, ServiceError
 from domain.lease import LeaseState, Role, Timings, describe
 from flows import lease, preflight
@@ -183,8 +183,17 @@ def launch(
     # A stop signal arriving while the children are being started waits until
     # they are all recorded, then reaches every one of them (none is orphaned).
     spawning = True
+    # A cluster named by hand is one deployment on every host (flows.lease).
+    env = None
+    if settings.process_id is not None:
+        env = child_environment(
+            {
+                "LB_ADDRESSES": ";".join(settings.addresses),
+                "LB_PROCESS_ID": str(settings.process_id),
+            }
+        )
     for argv in commands:
-        children.append(subprocess.Popen(argv))
+        children.append(subprocess.Popen(argv, env=env))
     spawning = False
     if stopping:
         forward(signal.SIGTERM, None)

@@ -135,7 +135,7 @@ def test_a_second_deployment_waits_as_standby_and_takes_over_when_the_first_stop
 
         assert active.stop() == 0
         wait_for(lambda: "took over" in standby.log(), 30, "b taking over")
-        assert _health(address, "/readyz")[0] == 200
+        wait_for(lambda: _health(address, "/readyz")[0] == 200, 60, "b ready once active")
         second = stream_and_env(
             kafka_bootstrap, topic, namespace, tmp_path, seed=24, count=2000, state="b"
         )[0]

@@ -62,6 +62,13 @@ def test_a_deployment_is_its_address_list_or_its_host_and_state_dir(
     assert same == expected_id.startswith("cluster:")
 
 
+def test_a_cluster_named_by_hand_is_one_deployment_even_on_loopback() -> None:
+    addresses = ("127.0.0.1:2101", "127.0.0.1:2102")
+    one = deployment_of(addresses, "h1", "/srv/a", explicit=True)
+    two = deployment_of(addresses, "h1", "/srv/b", explicit=True)
+    assert one == two and one.id == "cluster:127.0.0.1:2101;127.0.0.1:2102"
+
+
 def test_first_holder_becomes_active_and_trusts_the_lease_less_than_its_ttl() -> None:
     state = go(LeaseState(), Answer(held=True, epoch=4), at=100.0)
     assert (state.role, state.epoch) == (Role.ACTIVE, 4)
