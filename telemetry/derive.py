@@ -267,6 +267,8 @@ class JobView:
     rates: dict[str, float]
     ready: bool
     live: bool
+    #: Its deployment's lease role (``active``, ``standby``, ...; "" from an older job).
+    lease: str = ""
 
 
 def job_view(before: Samples, after: Samples, seconds: float) -> JobView:
@@ -287,6 +289,9 @@ def job_view(before: Samples, after: Samples, seconds: float) -> JobView:
         rates=rates,
         ready=total(after, "lb_ready") >= 1,
         live=total(after, "lb_live") >= 1,
+        lease=next(
+            (dict(labels).get("lease", "") for labels in after.get("lb_job_process", {})), ""
+        ),
     )
 
 

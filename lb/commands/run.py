@@ -160,38 +160,19 @@ def launch(
     partitions = topics[settings.topic]
     if args.command == "run":  # the live job: one per topic and state directory
         lock = run_lock.hold(settings, flow)  # noqa: F841 - held until this process ends
+    commands = _commands(flow_call, recovery, settings, processes, args.workers)
+    # Another deployment writing the projection: said on the start line, or refused
+    # (LB_STANDBY=refuse) before anything is created. A staging namespace has no lease.
+    standby = _standby(settings, commands) if "namespace=" not in flow_call else ""
     ensure_dead_letter_topic(settings, partitions, topics)
     if recovery is not None:
         ensure_recovery_store(settings, flow)
-    commands = _commands(flow_call, recovery, settings, processes, args.workers)
-    standby = _standby(settings, commands) if "namespace=" not in flow_call else ""
-    start_line = (
-        f"lb {args.command}: {settings.topic} ({partitions} partitions) -> "
-        f"{settings.redis_display_url()} namespace {settings.namespace}; games: "
-        f"{preflight.describe_games(config.catalog, settings.games_file)}; dead letters -> "
-        f"{settings.dlq_topic}; signing keys: {_key_ids(settings)}; "
-        f"{_shape(settings, processes)} x {args.workers} worker(s); "
-        f"decode + verify: {engine}"
-        + ("; until the end offsets seen now" if "until_end=True" in flow_call else "")
-        + standby
-    )
-    if settings.log_format == "json":
-        logs.configure("json")
-        logging.getLogger("flows").info(start_line)
-    else:
-        print(start_line, file=sys.stderr, flush=True)
+    games = preflight.describe_games(config.catalog, settings.games_file)
+    _announce(args, settings, (games, engine, partitions, processes), flow_call, standby)
     # A stop signal arriving while the children are being started waits until
     # they are all recorded, then reaches every one of them (none is orphaned).
     spawning = True
-    # A cluster named by hand is one deployment on every host (flows.lease).
-    env = None
-    if settings.process_id is not None:
-        env = child_environment(
-            {
-                "LB_ADDRESSES": ";".join(settings.addresses),
-                "LB_PROCESS_ID": str(settings.process_id),
-            }
-        )
+    env = _child_env(settings)
     for argv in commands:
         children.append(subprocess.Popen(argv, env=env))
     spawning = False
@@ -243,6 +224,42 @@ def _cluster(args: argparse.Namespace, settings: Settings) -> Settings:
             f"process(es), so 0..{len(addresses) - 1}"
         )
     return replace(settings, addresses=addresses, process_id=process_id)
+
+
+def _announce(
+    args: argparse.Namespace,
+    settings: Settings,
+    shape: tuple[str, str, int, int],
+    flow_call: str,
+    standby: str,
+) -> None:
+    """The start line: what is read, where it goes, how many processes, any standby.
+
+    ``shape``: the games served, the decode engine, the topic's partitions, processes.
+    """
+    games, engine, partitions, processes = shape
+    start_line = (
+        f"lb {args.command}: {settings.topic} ({partitions} partitions) -> "
+        f"{settings.redis_display_url()} namespace {settings.namespace}; games: "
+        f"{games}; dead letters -> {settings.dlq_topic}; signing keys: {_key_ids(settings)}; "
+        f"{_shape(settings, processes)} x {args.workers} worker(s); "
+        f"decode + verify: {engine}"
+        + ("; until the end offsets seen now" if "until_end=True" in flow_call else "")
+        + standby
+    )
+    if settings.log_format == "json":
+        logs.configure("json")
+        logging.getLogger("flows").info(start_line)
+    else:
+        print(start_line, file=sys.stderr, flush=True)
+
+
+def _child_env(settings: Settings) -> dict[str, str] | None:
+    """A cluster named by hand is one deployment on every host (``flows.lease``): say so."""
+    if settings.process_id is None:
+        return None
+    cluster = ";".join(settings.addresses)
+    return child_environment({"LB_ADDRESSES": cluster, "LB_PROCESS_ID": str(settings.process_id)})
 
 
 def _shape(settings: Settings, processes: int) -> str:

@@ -123,6 +123,8 @@ def _job_line(job: dict[str, object]) -> str:
         return f"{where:14} DOWN  {job.get('metrics')}"
     rates: dict[str, float] = job.get("rates") or {}  # type: ignore[assignment]
     state = "ready" if job.get("ready") else "NOT READY"
+    if job.get("lease") == "standby":  # waits on purpose: another deployment writes
+        state = "standby"
     return (
         f"{where:14} {state:5} {job.get('topic')}: lag {job.get('lag_total', 0):,} records, "
         f"{rates.get('records_per_s', 0.0):,.0f} records/s "

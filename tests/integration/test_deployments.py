@@ -126,6 +126,10 @@ def test_a_second_deployment_waits_as_standby_and_takes_over_when_the_first_stop
         assert code == 503 and body["process"] == 0, body
         assert any("standby" in r and str(tmp_path / "a") in r for r in body["reasons"]), body
         assert _health(address, "/livez")[0] == 200  # waiting is not being stuck
+        status = lb(["status", "--json", "--interval", "0"], env_b)
+        (job,) = json.loads(status.stdout)["jobs"]
+        assert (job["process"], job["lease"], job["ready"]) == ("0", "standby", False), job
+        assert " standby " in lb(["status", "--interval", "0"], env_b).stdout
 
         refused = lb(
             ["run"], {**env_a, "LB_STATE_DIR": str(tmp_path / "c"), "LB_STANDBY": "refuse"}
