@@ -53,10 +53,14 @@ def test_a_paused_active_deployment_is_replaced_and_refused_when_it_resumes(
         os.killpg(old.proc.pid, signal.SIGSTOP)  # a goes silent, batches in hand
         paused_at = outcomes(redis_client, namespace)
         assert paused_at < len(records), "the pause came after the stream"
-        wait_for(lambda: "took over" in new.log(), 30, "b taking over")
+        took = wait_for(lambda: "took over" in new.log(), 30, "b taking over")
         wait_for(lambda: outcomes(redis_client, namespace) > paused_at, 60, "b applying records")
         os.killpg(old.proc.pid, signal.SIGCONT)  # a is back, believing it is active
-        wait_for(lambda: not old.alive(), 60, "a stopping by itself")
+        gone = wait_for(lambda: not old.alive(), 60, "a stopping by itself")
+        print(
+            f"takeover {took:.1f} s after the pause (LB_TAKEOVER_S=6); "
+            f"the resumed old one gone {gone:.1f} s after SIGCONT"
+        )
         assert old.proc.returncode == 0, old.log()[-3000:]
         assert "deposed" in old.log(), old.log()[-3000:]
         feeder.finish()
