@@ -130,7 +130,10 @@ def launch(
     engine = resolve_engine(settings.decoder)
     # lb run alone joins a cluster of hosts (--addresses / LB_ADDRESSES); a
     # rebuild or backfill always runs its own processes on this host.
-    settings = _cluster(args, settings) if hasattr(args, "process_id") else settings
+    if hasattr(args, "process_id"):
+        settings = _cluster(args, settings)
+    else:
+        settings = replace(settings, addresses=(), process_id=None)
     processes = max(1, args.processes or 1)
     recovery = None if args.no_recovery else str(settings.recovery_dir(flow))
     if args.dry_run:
