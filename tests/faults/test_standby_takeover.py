@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from tests.faults.harness import (
-    FAULT_MARKS,
     Feeder,
     Job,
     outcomes,
@@ -29,7 +28,7 @@ from tests.faults.harness import (
 )
 from tests.integration.streams import GAMES_TOML, generate, job_env
 
-pytestmark = [*FAULT_MARKS, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 
 def test_a_paused_active_deployment_is_replaced_and_refused_when_it_resumes(
