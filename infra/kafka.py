@@ -1,4 +1,7 @@
-"""A real single-node Apache Kafka broker (KRaft: broker + controller) on loopback.
+"""Real Apache Kafka brokers (KRaft: broker + controller in one process) on loopback.
+
+One node alone (``lb up``), or one of a 3-node quorum (``lb up --replicated``,
+:mod:`infra.replicated`): each node on an address of its own, the same ports.
 
 The broker comes from Maven Central: ``mvn dependency:copy-dependencies`` of
 ``infra/kafka/pom.xml`` (``org.apache.kafka:kafka_2.13`` plus a log4j2 SLF4J
@@ -25,10 +28,25 @@ POM = Path(__file__).parent / "kafka" / "pom.xml"
 
 @dataclass(frozen=True)
 class KafkaLayout:
-    """Where one broker keeps its configuration, data and log."""
+    """Where one broker listens and keeps its configuration, data and log."""
 
     home: Path
     port: int
+    host: str = "127.0.0.1"
+    node_id: int = 1
+    #: The controller quorum, ``id@host:port`` each; empty: this node alone.
+    voters: tuple[str, ...] = ()
+    #: Replicas of every topic, internal ones included (``min.insync.replicas`` is 2 from 3).
+    replication: int = 1
+    heap: str = "1g"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def quorum(self) -> str:
+        return ",".join(self.voters) or f"{self.node_id}@{self.host}:{self.controller_port}"
 
     @property
     def controller_port(self) -> int:
@@ -88,18 +106,34 @@ def fetch_jars(cache_dir: Path) -> Path:
     return libs
 
 
+def _replication_lines(replication: int) -> list[str]:
+    """Replication of every topic the broker creates, its internal ones too."""
+    isr = min(2, replication)
+    return [
+        f"default.replication.factor={replication}",
+        f"min.insync.replicas={isr}",
+        f"offsets.topic.replication.factor={replication}",
+        "offsets.topic.num.partitions=4",
+        f"transaction.state.log.replication.factor={replication}",
+        f"transaction.state.log.min.isr={isr}",
+        "transaction.state.log.num.partitions=4",
+        f"share.coordinator.state.topic.replication.factor={replication}",
+        f"share.coordinator.state.topic.min.isr={isr}",
+    ]
+
+
 def _write_config(layout: KafkaLayout) -> None:
     layout.home.mkdir(parents=True, exist_ok=True)
-    port, ctl = layout.port, layout.controller_port
+    host, port, ctl = layout.host, layout.port, layout.controller_port
     layout.properties.write_text(
         "\n".join(
             [
-                "# Written by infra/kafka.py: single-node KRaft on loopback only.",
+                "# Written by infra/kafka.py: KRaft (broker + controller) on loopback only.",
                 "process.roles=broker,controller",
-                "node.id=1",
-                f"controller.quorum.voters=1@127.0.0.1:{ctl}",
-                f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{ctl}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+                f"node.id={layout.node_id}",
+                f"controller.quorum.voters={layout.quorum}",
+                f"listeners=PLAINTEXT://{host}:{port},CONTROLLER://{host}:{ctl}",
+                f"advertised.listeners=PLAINTEXT://{host}:{port}",
                 "controller.listener.names=CONTROLLER",
                 "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
                 "inter.broker.listener.name=PLAINTEXT",
@@ -108,13 +142,7 @@ def _write_config(layout: KafkaLayout) -> None:
                 "auto.create.topics.enable=false",
                 # Kafka is the source of truth: keep every record locally.
                 "log.retention.ms=-1",
-                "offsets.topic.replication.factor=1",
-                "offsets.topic.num.partitions=4",
-                "transaction.state.log.replication.factor=1",
-                "transaction.state.log.min.isr=1",
-                "transaction.state.log.num.partitions=4",
-                "share.coordinator.state.topic.replication.factor=1",
-                "share.coordinator.state.topic.min.isr=1",
+                *_replication_lines(layout.replication),
                 "group.initial.rebalance.delay.ms=0",
                 "",
             ]
@@ -157,11 +185,14 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
-def format_storage(layout: KafkaLayout, libs: Path) -> None:
-    """Format the KRaft log directory once; an already formatted one is kept."""
+def format_storage(layout: KafkaLayout, libs: Path, cluster_id: str | None = None) -> None:
+    """Format the KRaft log directory once; an already formatted one is kept.
+
+    The nodes of one quorum share ``cluster_id``; a lone node draws its own.
+    """
     if (layout.data_dir / "meta.properties").exists():
         return
-    cluster_id = new_cluster_id()
+    cluster_id = cluster_id or new_cluster_id()
     java = require_binary("java", "openjdk-17-jre-headless")
     argv = [
         java,
@@ -179,21 +210,21 @@ def format_storage(layout: KafkaLayout, libs: Path) -> None:
         raise ServiceError(f"Kafka storage format failed:\n{(done.stdout + done.stderr)[-3000:]}")
 
 
-def start(layout: KafkaLayout, cache_dir: Path, timeout_s: float = 90.0) -> int:
-    """Start the broker and wait until it answers metadata; returns its pid."""
-    if port_open("127.0.0.1", layout.port) or port_open("127.0.0.1", layout.controller_port):
+def spawn_broker(layout: KafkaLayout, cache_dir: Path, cluster_id: str | None = None) -> int:
+    """Configure, format (once) and start one node without waiting for it; its pid."""
+    if port_open(layout.host, layout.port) or port_open(layout.host, layout.controller_port):
         raise ServiceError(
-            f"port {layout.port} or {layout.controller_port} is already taken by another program; "
-            "stop it or set another port with `lb up --kafka-port`"
+            f"{layout.host} port {layout.port} or {layout.controller_port} is already taken by "
+            "another program; stop it or set another port with `lb up --kafka-port`"
         )
     libs = fetch_jars(cache_dir)
     _write_config(layout)
-    format_storage(layout, libs)
+    format_storage(layout, libs, cluster_id)
     java = require_binary("java", "openjdk-17-jre-headless")
     argv = [
         java,
-        "-Xms256m",
-        "-Xmx1g",
+        f"-Xms{min(256, _megabytes(layout.heap))}m",
+        f"-Xmx{layout.heap}",
         "-XX:+UseG1GC",
         "-XX:MaxGCPauseMillis=20",
         "-Djava.awt.headless=true",
@@ -203,14 +234,25 @@ def start(layout: KafkaLayout, cache_dir: Path, timeout_s: float = 90.0) -> int:
         "kafka.Kafka",
         str(layout.properties),
     ]
-    pid = spawn(argv, layout.stdout_log, cwd=layout.home)
-    bootstrap = f"127.0.0.1:{layout.port}"
-    return started(
-        pid,
-        lambda: wait_until(
-            lambda: answers_metadata(bootstrap), timeout_s, "Kafka", pid, layout.server_log
-        ),
+    return spawn(argv, layout.stdout_log, cwd=layout.home)
+
+
+def _megabytes(heap: str) -> int:
+    number, unit = heap[:-1], heap[-1].lower()
+    return int(number) * 1024 if unit == "g" else int(number)
+
+
+def wait_broker(layout: KafkaLayout, pid: int, timeout_s: float = 90.0) -> None:
+    """Wait until the node answers metadata; a node that dies meanwhile fails at once."""
+    wait_until(
+        lambda: answers_metadata(layout.bootstrap), timeout_s, "Kafka", pid, layout.server_log
     )
+
+
+def start(layout: KafkaLayout, cache_dir: Path, timeout_s: float = 90.0) -> int:
+    """Start a lone broker and wait until it answers metadata; returns its pid."""
+    pid = spawn_broker(layout, cache_dir)
+    return started(pid, lambda: wait_broker(layout, pid, timeout_s))
 
 
 def answers_metadata(bootstrap: str, timeout_s: float = 2.0) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 
 from config.settings import DEFAULT_KAFKA_PORT, DEFAULT_REDIS_PORT
 from domain.errors import ServiceError
-from infra import kafka
+from infra import kafka, replicated
 from infra import redis as redis_infra
 from infra.process import pid_alive, port_open, stop_pid, wait_until
 
@@ -41,6 +41,9 @@ class ServiceDirs:
 
     def redis(self, port: int) -> redis_infra.RedisNode:
         return redis_infra.RedisNode(home=self.state_dir / "redis", port=port)
+
+    def replicated(self, first_address: str) -> replicated.ReplicatedLayout:
+        return replicated.ReplicatedLayout.on(self.state_dir / "replicated", first_address)
 
     def cluster(self, base_port: int) -> list[redis_infra.RedisNode]:
         return [
@@ -76,8 +79,13 @@ def up(
     redis_port: int | None = None,
     cluster: bool = False,
     cluster_base_port: int | None = None,
+    replicated_from: str | None = None,
 ) -> dict[str, Any]:
-    """Start whatever is not already running; returns the status document."""
+    """Start whatever is not already running; returns the status document.
+
+    ``replicated_from``: also the replicated set (:mod:`infra.replicated`) on
+    that address and the ones after it.
+    """
     record = read_record(dirs)
     k_port = kafka_port or record.get("kafka_port") or DEFAULT_KAFKA_PORT
     r_port = redis_port or record.get("redis_port") or DEFAULT_REDIS_PORT
@@ -118,7 +126,29 @@ def up(
                 record["cluster_base_port"] = base
                 _write_record(dirs, record)
         redis_infra.create_cluster(nodes)
+    if replicated_from:
+        _up_replicated(dirs, record, replicated_from)
     return status(dirs)
+
+
+def _up_replicated(dirs: ServiceDirs, record: dict[str, Any], first: str) -> None:
+    """Start the replicated set, recording each pid as soon as it exists."""
+    previous = record.get("replicated") or {}
+    if previous.get("first_address", first) != first and any(replicated.Pids.of(previous).alive()):
+        raise ServiceError(
+            f"the replicated services already run from {previous['first_address']}; "
+            "`lb down` them first"
+        )
+    pids = replicated.Pids.of(previous if previous.get("first_address") == first else {})
+    try:
+        replicated.up(dirs.replicated(first), dirs.cache_dir, pids)
+    finally:
+        record["replicated"] = {
+            "first_address": first,
+            "kafka_pids": pids.kafka,
+            "redis_pids": pids.redis,
+        }
+        _write_record(dirs, record)
 
 
 def status(dirs: ServiceDirs) -> dict[str, Any]:
@@ -142,6 +172,12 @@ def status(dirs: ServiceDirs) -> dict[str, Any]:
         doc["redis_cluster_up"] = all(
             pid_alive(pid) for pid in record.get("cluster_pids") or []
         ) and redis_infra.cluster_ok(ports[0])
+    if (record.get("replicated") or {}).get("first_address"):
+        rec = record["replicated"]
+        doc["replicated"] = replicated.status(
+            dirs.replicated(rec["first_address"]), replicated.Pids.of(rec)
+        )
+        doc["replicated_up"] = doc["replicated"]["up"]
     return doc
 
 
@@ -159,6 +195,10 @@ def down(dirs: ServiceDirs) -> list[str]:
     if pid_alive(record.get("redis_pid")):
         stop_pid(record["redis_pid"])
         stopped.append("redis")
+    if record.get("replicated"):
+        if replicated.down(replicated.Pids.of(record["replicated"])):
+            stopped.append("replicated")
+        record["replicated"] = {"first_address": record["replicated"].get("first_address")}
     for key in ("kafka_pid", "redis_pid", "cluster_pids"):
         record.pop(key, None)
     if dirs.record.exists():
@@ -190,6 +230,9 @@ def _all_pids(record: dict[str, Any]) -> list[tuple[str, int | None]]:
         ("redis", record.get("redis_pid")),
     ]
     pids += [("cluster", pid) for pid in record.get("cluster_pids") or []]
+    pids += [
+        ("replicated", pid) for pid in replicated.Pids.of(record.get("replicated") or {}).alive()
+    ]
     return pids
 
 

@@ -13,11 +13,12 @@ import argparse
 import json
 import time
 from collections.abc import Callable
+from typing import Any
 
 from config.clients import probe_kafka, probe_redis
 from config.settings import Settings
 from domain.errors import LeaderboardError
-from infra import services
+from infra import replicated, services
 from telemetry import prometheus, scrape
 
 #: How long ``lb status`` waits for a service that ``lb up`` did not record.
@@ -61,6 +62,7 @@ def _up(args: argparse.Namespace) -> int:
         redis_port=args.redis_port,
         cluster=args.cluster,
         cluster_base_port=args.cluster_port,
+        replicated_from=args.replicated_from if args.replicated else None,
     )
     if args.monitoring:
         settings = Settings.from_env()
@@ -104,6 +106,8 @@ def _human(doc: dict[str, object]) -> str:
             where = doc[name]
             shown = ", ".join(map(str, where)) if isinstance(where, list) else where
             lines.append(f"{name:14} {state:5} {shown}")
+    if "replicated" in doc:
+        lines += _replicated_lines(doc["replicated"])  # type: ignore[arg-type]
     if "prometheus" in doc:
         state = "up" if doc.get("prometheus_up") else "DOWN"
         lines.append(f"{'prometheus':14} {state:5} {doc['prometheus']}")
@@ -114,6 +118,35 @@ def _human(doc: dict[str, object]) -> str:
     if "seconds" in doc:
         lines.append(f"ready in {doc['seconds']}s")
     return "\n".join(lines)
+
+
+def _replicated_lines(doc: dict[str, Any]) -> list[str]:
+    """The replicated set: brokers, each partition's leader and ISR, Redis roles."""
+    brokers = doc["brokers"]
+    live = sum(1 for b in brokers if b["up"])
+    lines = [
+        f"{'replicated':14} {'up' if doc['up'] else 'DOWN':5} kafka {doc['bootstrap']} "
+        f"({live}/{len(brokers)} brokers up); redis cluster {doc['redis_url']}",
+    ]
+    for topic, parts in doc["topics"].items():
+        shown = "; ".join(
+            f"p{p['partition']} leader {p['leader']} isr {','.join(map(str, p['isr']))}"
+            for p in parts
+        )
+        lines.append(f"  {topic}: {shown}")
+    for node in doc["redis_nodes"]:
+        if not node.get("role"):
+            role = "DOWN"
+        elif node["role"] == "master":
+            role = f"master ({node['replicas']} replica(s))"
+        else:
+            role = f"replica of {node['master']} (link {node['link']})"
+        lines.append(f"  redis {node['address']} {role}")
+    lines.append(
+        f"  use: LB_KAFKA_BOOTSTRAP={doc['bootstrap']} LB_REDIS_URL={doc['redis_url']} "
+        "LB_REDIS_CLUSTER=1"
+    )
+    return lines
 
 
 def _job_line(job: dict[str, object]) -> str:
@@ -158,6 +191,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     """Add ``up``, ``down`` and ``status``."""
     up = subparsers.add_parser("up", help="start the local Kafka broker and Redis (idempotent)")
     up.add_argument("--cluster", action="store_true", help="also start a 3-master Redis Cluster")
+    up.add_argument(
+        "--replicated",
+        action="store_true",
+        help="also start 3 KRaft brokers (replication factor 3, min.insync.replicas 2) and a "
+        "Redis Cluster of 3 masters with a replica each, each on a loopback address of its own",
+    )
+    up.add_argument(
+        "--replicated-from",
+        default=replicated.DEFAULT_FIRST_ADDRESS,
+        metavar="ADDRESS",
+        help="first loopback address of --replicated: brokers on it and the next two, Redis "
+        f"on the six after (default {replicated.DEFAULT_FIRST_ADDRESS})",
+    )
     up.add_argument(
         "--kafka-port", type=int, default=None, help="Kafka's port (default: as recorded, 29092)"
     )
