@@ -37,7 +37,7 @@ from schemas.decode_verify import decode_verifier
 from sinks.boards import RedisBoardSink, ResumeFromRedis
 from sinks.dead_letters import DeadLetterSink
 from sources.kafka_source import ScoreTopicSource, StopSignal
-from telemetry import derive, hooks, job
+from telemetry import derive, hooks, job, watchdog
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +151,8 @@ def build(
     keeper = _hold_lease(settings, stop) if namespace in (None, settings.namespace) else None
     fence = None if keeper is None else keeper.epoch
     progress.start(settings.progress_s)
+    if not until_end:
+        watchdog.start(FLOW_ID)  # a tailing cluster process exits when a peer is lost
     validator = Validator(config.catalog, decode_verifier(config.keyring, engine=settings.decoder))
 
     target = namespace or settings.namespace

@@ -79,6 +79,12 @@ def enabled() -> bool:
     return _state.enabled
 
 
+def last_activity() -> float | None:
+    """Monotonic time of the last batch, tick or retry this process's sinks saw (``None``: none)."""
+    with _state.lock:
+        return _state.health.last_activity
+
+
 # -- the source ----------------------------------------------------------------------
 
 

@@ -1,0 +1,137 @@
+"""The job across hosts loses a broker, a host's link and a Redis master; nothing is lost.
+
+Each job process runs in a network namespace of its own on a bridge
+(:mod:`tests.faults.netns`); three KRaft brokers (replication factor 3,
+``min.insync.replicas`` 2) and a Redis Cluster of three masters with a
+replica each listen on the bridge (:mod:`tests.faults.fleet`). Each scenario
+ends in boards, tournament counts and dead letters equal to the oracle, with
+nothing applied twice.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+import redis
+from redis.cluster import RedisCluster
+
+from infra import redis as redis_infra
+from infra import replicated
+from telemetry import watchdog
+from tests.faults import fleet
+from tests.faults.fleet import CLUSTER_PORT, Cluster, FleetEnv, FleetRun
+from tests.faults.harness import FAULT_MARKS, wait_for
+
+pytestmark = [*FAULT_MARKS, pytest.mark.timeout(360)]
+
+fleet_services = fleet.fleet_services
+fleet_env = fleet.fleet_env
+
+#: What the peer watchdog promises (telemetry/watchdog.py): a peer silent for
+#: PEER_LOST_S ends every process that probes it, one probe round (a connect
+#: timeout plus the pause) later at most. Enforced with room for a loaded machine.
+PEER_LOST_BOUND_S = watchdog.PEER_LOST_S + 2 * watchdog.PROBE_EVERY_S + 10.0
+
+
+def _leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    """Broker id -> how many of ``topic``'s partitions it leads."""
+    counts: dict[int, int] = {}
+    for part in replicated.partitions(bootstrap)[topic]:
+        counts[part["leader"]] = counts.get(part["leader"], 0) + 1
+    return counts
+
+
+def test_kill_9_of_the_broker_leading_half_the_partitions(fleet_env: FleetEnv) -> None:
+    """Producers on acks=all lose nothing; the three job processes follow the new leaders."""
+    services = fleet_env.services
+    run = FleetRun(fleet_env, seed=231, count=16_000)
+
+    def kill_leader(r: FleetRun) -> None:
+        leaders = _leaders(services.bootstrap, fleet_env.topic)
+        broker, led = max(leaders.items(), key=lambda kv: kv[1])
+        assert led * 2 >= sum(leaders.values()), leaders  # it leads half (or more)
+        replicated.kill(services.pids.kafka[broker - 1])
+        alive = next(b.bootstrap for b in services.layout.brokers() if b.node_id != broker)
+        r.timings["new leaders elected"] = wait_for(
+            lambda: broker not in _leaders(alive, fleet_env.topic), 60, "new partition leaders"
+        )
+
+    run.run([kill_leader])
+
+
+def test_a_job_host_cut_off_is_noticed_and_the_cluster_restarts_without_it(
+    fleet_env: FleetEnv,
+) -> None:
+    """Host 2 of 3 loses its link mid-stream. Hosts 0 and 1 notice within the
+    watchdog's bound and exit; host 2 is gone for good (killed). The cluster is
+    restarted as 2 processes from the shared recovery store (a stop-start
+    rescale) and catches up with everything, exactly once."""
+    run = FleetRun(fleet_env, seed=232, count=16_000)
+    hosts = fleet_env.net.hosts
+
+    def cut_host_2(r: FleetRun) -> None:
+        old = r.cluster
+        cut_at = time.monotonic()
+        hosts[2].cut()
+        for job in old.jobs[:2]:
+            job.proc.wait(timeout=PEER_LOST_BOUND_S + 30)  # not a hang forever
+        noticed = time.monotonic() - cut_at
+        r.timings["cut noticed (both survivors exited)"] = noticed
+        codes = [job.proc.returncode for job in old.jobs[:2]]
+        assert codes == [watchdog.EXIT_PEER_LOST] * 2, (codes, old.logs())
+        assert noticed <= PEER_LOST_BOUND_S, (noticed, old.logs())
+        assert "has not answered" in old.jobs[0].log()
+        old.jobs[2].kill()  # the lost host never comes back
+        r.cluster = Cluster(fleet_env, hosts[:2], port=CLUSTER_PORT + 1)
+
+    run.run([cut_host_2])
+    print({"restarted cluster caught up, seconds after the cut": run.timings})
+
+
+def _master_of(client: RedisCluster, key: str) -> str:
+    client.nodes_manager.initialize()
+    node = client.get_node_from_key(key)
+    return f"{node.host}:{node.port}"
+
+
+def test_kill_9_of_a_redis_master_whose_replica_lagged_is_healed_from_kafka(
+    fleet_env: FleetEnv,
+) -> None:
+    """The master owning gbest's boards is partitioned from its replica (iptables)
+    while it keeps acknowledging the job's writes, then SIGKILLed: the promoted
+    replica lacks those writes. The two job processes notice their watermarks
+    are behind what they wrote and re-read that range from Kafka."""
+    services, net, client = fleet_env.services, fleet_env.net, fleet_env.client
+    nodes = {n.address: (i, n) for i, n in enumerate(services.layout.redis_nodes())}
+    key = f"{fleet_env.namespace}:{{gbest}}:alltime"
+    run = FleetRun(fleet_env, seed=233, count=16_000, hosts=2)
+
+    def lose_acknowledged_writes(r: FleetRun) -> None:
+        address = _master_of(client, key)
+        index, master = nodes[address]
+        info = redis.Redis(host=master.host, port=master.port).info("replication")
+        replica = f"{info['slave0']['ip']}:{info['slave0']['port']}"
+        net.partition(master.host, nodes[replica][1].host)
+        try:
+            before = r.outcomes()
+            wait_for(lambda: r.outcomes() > before + 300, 60, "writes only the master has")
+            pid = services.pids.redis[index]
+            assert pid is not None
+            os.killpg(pid, signal.SIGKILL)
+        finally:
+            net.heal()
+        survivor = next(n for a, (_, n) in nodes.items() if a not in (address, replica))
+        r.timings["failover (cluster ok again)"] = wait_for(
+            lambda: (
+                redis_infra.cluster_ok(survivor.port, survivor.host)
+                and _master_of(client, key) == replica
+            ),
+            60,
+            "the lagging replica taking over",
+        )
+
+    run.run([lose_acknowledged_writes])
+    assert any("Redis lost writes" in job.log() for job in run.cluster.jobs)
