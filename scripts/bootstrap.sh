@@ -3,7 +3,8 @@
 # Debian's redis-server/redis-tools, a JRE and Maven (for the Kafka broker),
 # chromium and chromium-driver (the live page's browser test), wrk (the HTTP
 # benchmark), prometheus/promtool (lb up --monitoring and the rules' test), tmux
-# (the live terminal view's test), and the Python virtualenv at .venv with the
+# (the live terminal view's test), iproute2 and iptables as root (the fault
+# suite's hosts in network namespaces), and the Python virtualenv at .venv with the
 # pinned dependencies and the compiled decode + verify (native/, lb_native),
 # built from crates.io with Rust's cargo, which must be installed (rustup).
 set -euo pipefail
@@ -29,6 +30,10 @@ command -v chromedriver >/dev/null || need+=(chromium-driver)
 command -v wrk >/dev/null || need+=(wrk)
 command -v prometheus >/dev/null || need+=(prometheus)  # lb up --monitoring; promtool too
 command -v tmux >/dev/null || need+=(tmux)  # the live terminal view's test (lb top --watch)
+if [ "$(id -u)" -eq 0 ]; then  # hosts in network namespaces (tests/faults/netns.py) need root
+  command -v ip >/dev/null || need+=(iproute2)
+  command -v iptables >/dev/null || need+=(iptables)  # partitions between those hosts
+fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing system packages: ${need[*]} (install them with apt-get as root)" >&2
