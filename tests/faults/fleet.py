@@ -1,6 +1,6 @@
 """The job across hosts: replicated services on a bridge, one job process per namespace.
 
-:func:`fleet_services` (a module fixture) makes a :mod:`tests.faults.netns`
+:func:`fleet_services` (a module fixture) makes an :mod:`infra.netns`
 network of :data:`JOB_HOSTS` hosts and starts :mod:`infra.replicated` on the
 bridge's own addresses: three KRaft brokers (replication factor 3,
 ``min.insync.replicas`` 2) and a Redis Cluster of three masters with a replica
@@ -30,6 +30,8 @@ from typing import Any
 import pytest
 
 from infra import replicated
+from infra.netns import Host, Network, network, unavailable
+from lb.commands.run import bytewax_argv
 from tests.faults.harness import (
     Feeder,
     board_bound,
@@ -38,7 +40,6 @@ from tests.faults.harness import (
     verify,
     wait_for,
 )
-from tests.faults.netns import Host, Network, network, unavailable
 from tests.integration.streams import GAMES_TOML, REPO, Planned, generate, job_env
 
 JOB_HOSTS = 3
@@ -186,22 +187,15 @@ class HostJob:
     ) -> None:
         self.host = host
         self.log_path = log_path
-        argv = [
-            sys.executable,
-            "-m",
-            "bytewax.run",
+        # What `lb run --processes N` runs for process `index` (lb.commands.run).
+        argv = bytewax_argv(
             f"flows.scoreboard:{flow_call}",
-            "-r",
             str(recovery),
-            "-s",
-            env.get("LB_SNAPSHOT_INTERVAL_S", "5"),
-            "-b",
-            "0",
-            "-i",
-            str(index),
-            "-a",
-            ";".join(addresses),
-        ]
+            int(env.get("LB_SNAPSHOT_INTERVAL_S", "5")),
+            1,
+            index,
+            list(addresses),
+        )
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 host.argv(argv),

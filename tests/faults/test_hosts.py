@@ -1,7 +1,7 @@
 """The job across hosts loses a broker, a host's link and a Redis master; nothing is lost.
 
 Each job process runs in a network namespace of its own on a bridge
-(:mod:`tests.faults.netns`); three KRaft brokers (replication factor 3,
+(:mod:`infra.netns`); three KRaft brokers (replication factor 3,
 ``min.insync.replicas`` 2) and a Redis Cluster of three masters with a
 replica each listen on the bridge (:mod:`tests.faults.fleet`). Each scenario
 ends in boards, tournament counts and dead letters equal to the oracle, with
@@ -80,10 +80,12 @@ def test_a_job_host_cut_off_is_noticed_and_the_cluster_restarts_without_it(
             job.proc.wait(timeout=PEER_LOST_BOUND_S + 30)  # not a hang forever
         noticed = time.monotonic() - cut_at
         r.timings["cut noticed (both survivors exited)"] = noticed
+        # The first watchdog to fire exits 3; the other survivor may go first
+        # through Bytewax itself, which sees that peer's connection close (exit 1).
         codes = [job.proc.returncode for job in old.jobs[:2]]
-        assert codes == [watchdog.EXIT_PEER_LOST] * 2, (codes, old.logs())
+        assert watchdog.EXIT_PEER_LOST in codes and 0 not in codes, (codes, old.logs())
         assert noticed <= PEER_LOST_BOUND_S, (noticed, old.logs())
-        assert "has not answered" in old.jobs[0].log()
+        assert any("has not answered" in job.log() for job in old.jobs[:2])
         old.jobs[2].kill()  # the lost host never comes back
         r.cluster = Cluster(fleet_env, hosts[:2], port=CLUSTER_PORT + 1)
 

@@ -13,8 +13,9 @@ Faults:
   iptables rules in a chain of its own (both directions), :meth:`Network.heal`
   removes them.
 
-Everything has a fixed name (``lbf`` prefix): the fault suite runs under the
-heavy lock, one at a time. :meth:`Network.close` removes the namespaces, the
+Used by the fault suite (``tests/faults/fleet.py``) and ``bench.fleet``.
+Everything has a fixed name (``lbf`` prefix): both run under the heavy lock,
+one at a time. :meth:`Network.close` removes the namespaces, the
 bridge and the rules, and :meth:`Network.open` first removes whatever an
 earlier run that was killed left behind. Needs root (``ip``, ``iptables``);
 :func:`unavailable` says why not otherwise.
