@@ -198,7 +198,7 @@ def down(dirs: ServiceDirs) -> list[str]:
     if record.get("replicated"):
         if replicated.down(replicated.Pids.of(record["replicated"])):
             stopped.append("replicated")
-        record["replicated"] = {"first_address": record["replicated"].get("first_address")}
+        del record["replicated"]  # its data stay; `lb up --replicated` starts it again
     for key in ("kafka_pid", "redis_pid", "cluster_pids"):
         record.pop(key, None)
     if dirs.record.exists():
