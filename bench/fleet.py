@@ -220,15 +220,20 @@ def produce(f: Fleet, topic: str, events: int, rate: float = 0.0, seed: int = 7)
 
 
 def _watch_counts(
-    f: Fleet, namespace: str, target: int, timeout_s: float, still: Callable[[], bool]
+    f: Fleet,
+    namespace: str,
+    target: int,
+    timeout_s: float,
+    still: Callable[[], bool],
+    baseline: int = 0,
 ) -> tuple[float | None, float]:
-    """(first progress, all counted) as monotonic times; polls every 50 ms."""
+    """(first count above ``baseline``, all counted) as monotonic times; polls every 50 ms."""
     first: float | None = None
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         done, _ = counted(f.client, namespace)
         now = time.monotonic()
-        if done and first is None:
+        if done > baseline and first is None:
             first = now
         if done >= target:
             return first, now
@@ -325,10 +330,13 @@ def host_loss(f: Fleet, args: argparse.Namespace) -> dict[str, Any]:
         _wait_first(three, [0, 1], 120)
         exited = time.monotonic() - cut
         three.signal(signal.SIGKILL, [2])  # the lost host never comes back
+        at_restart, _ = counted(f.client, namespace)
         two = Processes(env, hosts[:2], 2, "build()", str(recovery), f.scratch / namespace)
         feeder.join(timeout=args.feed_seconds + 120)
         target = produced[0]["ok"] + produced[0]["duplicate"]
-        first, last = _watch_counts(f, namespace, target, 600, lambda: all(two.alive()))
+        first, last = _watch_counts(
+            f, namespace, target, 600, lambda: all(two.alive()), baseline=at_restart
+        )
         total, _ = counted(f.client, namespace)
         dead = _dead_letters(f, env["LB_DLQ_TOPIC"])
     finally:
@@ -405,7 +413,7 @@ def markdown(summary: dict[str, Any]) -> str:
             ),
             "",
             f"Host loss: 3 processes in namespaces tail {cut['events']:,} events arriving at "
-            f"{cut['rate']:,}/s; host 2's link is cut {cut['cut_at_s']:g} s in.",
+            f"{cut['rate']:,.0f}/s; host 2's link is cut {cut['cut_at_s']:g} s in.",
             "",
             table(
                 ["from the cut to", "seconds"],
@@ -438,9 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         print(f"bench.fleet: error: {why}", file=sys.stderr)
         return 2
-    command = "python -m bench.fleet" + "".join(
-        f" {a}" for a in (argv if argv is not None else sys.argv[1:])
-    )
+    given = argv if argv is not None else sys.argv[1:]
+    command = "python -m bench.fleet" + "".join(f" {a}" for a in given if a != "--no-doc")
     with fleet() as f:
         topic = f.topic(f"bench-fleet-{run_id()}")
         log(f"producing {args.events:,} events")
