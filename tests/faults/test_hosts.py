@@ -116,6 +116,10 @@ def test_kill_9_of_a_redis_master_whose_replica_lagged_is_healed_from_kafka(
         index, master = nodes[address]
         info = redis.Redis(host=master.host, port=master.port).info("replication")
         replica = f"{info['slave0']['ip']}:{info['slave0']['port']}"
+        survivor = next(n for a, (_, n) in nodes.items() if a not in (address, replica))
+        # The partition stays until the replica is promoted: healed sooner, the
+        # dead master's kernel would still deliver the replication stream it had
+        # buffered (a killed process's socket is closed gracefully).
         net.partition(master.host, nodes[replica][1].host)
         try:
             before = r.outcomes()
@@ -123,17 +127,16 @@ def test_kill_9_of_a_redis_master_whose_replica_lagged_is_healed_from_kafka(
             pid = services.pids.redis[index]
             assert pid is not None
             os.killpg(pid, signal.SIGKILL)
+            r.timings["failover (cluster ok again)"] = wait_for(
+                lambda: (
+                    redis_infra.cluster_ok(survivor.port, survivor.host)
+                    and _master_of(client, key) == replica
+                ),
+                60,
+                "the lagging replica taking over",
+            )
         finally:
             net.heal()
-        survivor = next(n for a, (_, n) in nodes.items() if a not in (address, replica))
-        r.timings["failover (cluster ok again)"] = wait_for(
-            lambda: (
-                redis_infra.cluster_ok(survivor.port, survivor.host)
-                and _master_of(client, key) == replica
-            ),
-            60,
-            "the lagging replica taking over",
-        )
 
     run.run([lose_acknowledged_writes])
     assert any("Redis lost writes" in job.log() for job in run.cluster.jobs)
