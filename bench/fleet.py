@@ -2,7 +2,7 @@
 
 Usage (from the repository root, as root: network namespaces need it)::
 
-    .venv/bin/python -m bench.fleet [--events 200000] [--rate 3000] [--feed-seconds 30]
+    .venv/bin/python -m bench.fleet [--events 200000] [--repeat 2] [--rate 3000] [--feed-seconds 30]
 
 Starts its own services, as the fault suite does: an :mod:`infra.netns`
 bridge with three hosts (network namespaces) and :mod:`infra.replicated` on
@@ -19,7 +19,8 @@ each), all stopped and removed at the end.
    (cluster addresses on 127.0.0.1; the services' addresses are local, so the
    kernel short-cuts them). Each run into a fresh namespace and dead-letter
    topic; steady state from the first visible progress to the moment every
-   record was counted. A run whose counters or dead letters differ from what
+   record was counted; ``--repeat`` rounds (alternating which placement runs
+   first), medians reported. A run whose counters or dead letters differ from what
    was produced fails the benchmark (exit 1, the doc left alone).
 2. *Host loss*: three processes in namespaces tail a topic (recovery store on,
    snapshots every second) while ``--rate`` events/s arrive for
@@ -39,6 +40,7 @@ import argparse
 import contextlib
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -78,6 +80,7 @@ from telemetry import watchdog
 SECTION = "bench.fleet"
 PARTITIONS = 6
 CLUSTER_PORT = 7200
+PLACEMENTS = ("loopback", "namespaces")
 HOSTS = 3
 
 
@@ -367,9 +370,21 @@ def _wait_first(procs: Processes, which: Sequence[int], timeout_s: float) -> Non
         time.sleep(0.1)
 
 
+def medians(runs: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    """(placement, processes) -> the median over rounds of each rate."""
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for key in {(r["placement"], r["processes"]) for r in runs}:
+        same = [r for r in runs if (r["placement"], r["processes"]) == key]
+        out[key] = {
+            rate: round(statistics.median(r[rate] or 0 for r in same))
+            for rate in ("events_per_s", "steady_events_per_s")
+        }
+    return out
+
+
 def markdown(summary: dict[str, Any]) -> str:
     """The ``bench.fleet`` section: the ingest table and the host-loss timings."""
-    runs = {(r["placement"], r["processes"]): r for r in summary["ingest"]}
+    runs = medians(summary["ingest"])
     rows = []
     for n in (1, 2, 3):
         loop, ns = runs[("loopback", n)], runs[("namespaces", n)]
@@ -396,7 +411,8 @@ def markdown(summary: dict[str, Any]) -> str:
             "",
             machine_line(summary["machine"]),
             "",
-            f"Ingest of {summary['events']:,} events (zipf, 6 partitions) against 3 KRaft "
+            f"Ingest of {summary['events']:,} events (zipf, 6 partitions; median of "
+            f"{summary['repeat']} rounds) against 3 KRaft "
             "brokers (RF 3, min.insync.replicas 2) and a Redis Cluster of 3 masters with a "
             "replica each, all on a bridge; events/s, steady state (first progress to every "
             "record counted):",
@@ -437,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run both measurements; exit 1 when a check fails (the doc left alone), 2 without root."""
     parser = argparse.ArgumentParser(prog="python -m bench.fleet", description=__doc__)
     parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=2, help="rounds of the ingest runs (medians)")
     parser.add_argument("--rate", type=float, default=3000.0, help="events/s of the host-loss run")
     parser.add_argument("--feed-seconds", type=float, default=30.0)
     parser.add_argument("--cut-at", type=float, default=10.0)
@@ -452,16 +469,19 @@ def main(argv: list[str] | None = None) -> int:
         topic = f.topic(f"bench-fleet-{run_id()}")
         log(f"producing {args.events:,} events")
         expected = produce(f, topic, args.events)
+        # Rounds alternate which placement goes first, so neither always runs warm.
         runs = [
-            ingest_run(f, topic, expected, n, placement)
+            {**ingest_run(f, topic, expected, n, placement), "round": r}
+            for r in range(args.repeat)
             for n in (1, 2, 3)
-            for placement in ("loopback", "namespaces")
+            for placement in (PLACEMENTS if r % 2 == 0 else PLACEMENTS[::-1])
         ]
         loss = host_loss(f, args)
     summary = {
         "command": command,
         "machine": machine(),
         "events": args.events,
+        "repeat": args.repeat,
         "ingest": runs,
         "host_loss": loss,
     }
