@@ -10,6 +10,7 @@ loopback, scraping those processes with the shipped alert rules.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import time
 from collections.abc import Callable
@@ -52,6 +53,21 @@ def configured_status(settings: Settings) -> dict[str, object]:
         "redis_up": _answers(lambda: probe_redis(settings, timeout_s=STATUS_TIMEOUT_S)),
         "recorded": False,
     }
+
+
+def _loopback(text: str) -> str:
+    """``--replicated-from``: an IPv4 loopback address with room for the nine servers."""
+    try:
+        first = ipaddress.IPv4Address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 address") from exc
+    last = int(first) + replicated.BROKERS + replicated.REDIS_NODES - 1
+    lowest, highest = ipaddress.IPv4Address("127.0.0.2"), ipaddress.IPv4Address("127.255.255.254")
+    if not lowest <= first or last > int(highest):
+        raise argparse.ArgumentTypeError(
+            f"{text} is not a loopback address with 8 more after it (127.0.0.2 to 127.255.255.246)"
+        )
+    return str(first)
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -200,6 +216,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     up.add_argument(
         "--replicated-from",
         default=replicated.DEFAULT_FIRST_ADDRESS,
+        type=_loopback,
         metavar="ADDRESS",
         help="first loopback address of --replicated: brokers on it and the next two, Redis "
         f"on the six after (default {replicated.DEFAULT_FIRST_ADDRESS})",
