@@ -23,9 +23,9 @@ from infra import replicated
 from telemetry import watchdog
 from tests.faults import fleet
 from tests.faults.fleet import CLUSTER_PORT, Cluster, FleetEnv, FleetRun
-from tests.faults.harness import FAULT_MARKS, wait_for
+from tests.faults.harness import wait_for
 
-pytestmark = [*FAULT_MARKS, pytest.mark.timeout(360)]
+pytestmark = pytest.mark.timeout(360)
 
 fleet_services = fleet.fleet_services
 fleet_env = fleet.fleet_env

@@ -19,10 +19,9 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from infra.process import pid_alive
-from tests.faults.harness import FAULT_MARKS
 from tests.integration.streams import lb
 
-pytestmark = [*FAULT_MARKS, pytest.mark.timeout(420)]
+pytestmark = pytest.mark.timeout(420)
 
 FIRST = "127.0.0.202"
 UP = ["up", "--replicated", "--replicated-from", FIRST, "--kafka-port", "28492"]
