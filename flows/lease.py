@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
+from redis.exceptions import RedisClusterException
 
 from config.clients import redis_client
 from config.settings import Settings
@@ -29,6 +30,12 @@ from domain.errors import Deposed, StopRequested
 from domain.lease import Deployment, LeaseState, Role, Timings
 from sinks.redis_lease import RedisLease
 from telemetry import hooks
+
+#: A lease call Redis did not answer: the keeper asks again (its state decides
+#: what that means). A cluster whose every node is unreachable raises
+#: ``RedisClusterException``, which is not a ``RedisError``: uncaught, it ended
+#: the keeper's thread and left a cut-off deployment believing it was active.
+UNANSWERED: tuple[type[BaseException], ...] = (redis.RedisError, RedisClusterException, OSError)
 
 log = logging.getLogger("flows.lease")
 
@@ -95,7 +102,7 @@ class LeaseKeeper:
         asked = self._clock()
         try:
             answer = self._lease.attempt(self.state.epoch, self._timings.ttl_s)
-        except redis.RedisError as exc:
+        except UNANSWERED as exc:
             answer = None
             if asked - self._last_error >= ERROR_LOG_S:
                 self._last_error = asked

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import redis
+from redis.exceptions import RedisClusterException
 
 from domain.errors import ServiceError
 from domain.lease import Answer, Deployment, lease_keys
@@ -77,7 +78,7 @@ class RedisLease:
         """Give the lease up now (a clean stop), if it is still ours."""
         try:
             return bool(self._client.eval(RELEASE, 1, self._keys[0], self._me.id))
-        except redis.RedisError:
+        except (redis.RedisError, RedisClusterException):
             return False  # it expires by itself
 
 
@@ -85,7 +86,7 @@ def peek(client: Any, namespace: str, topic: str) -> tuple[Deployment, int] | No
     """The deployment holding a projection's lease and its epoch, or None."""
     try:
         got = client.hmget(lease_keys(namespace, topic)[0], "id", "where", "epoch")
-    except redis.RedisError as exc:
+    except (redis.RedisError, RedisClusterException) as exc:
         raise ServiceError(f"cannot read the deployment lease: {exc}") from exc
     if got[0] is None:
         return None
