@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.faults.harness import Job, outcomes, verify
+from tests.faults.harness import Job, outcomes, verify, wait_for
 from tests.integration.streams import (
     GAMES_TOML,
     chunks,
@@ -52,7 +52,7 @@ def test_kill_9_at_random_moments_loses_and_doubles_nothing(
     def feed() -> None:
         for part in chunks(stream.records, 1500):
             produce(kafka_bootstrap, topic, part)
-            time.sleep(0.25)
+            time.sleep(0.5)
 
     producer = threading.Thread(target=feed)
     producer.start()
@@ -60,8 +60,17 @@ def test_kill_9_at_random_moments_loses_and_doubles_nothing(
     try:
         for kill in range(KILLS):
             bound = BOUNDS[kill % len(BOUNDS)]
+            before = outcomes(redis_client, namespace)
             job = Job({**env, "LB_WRITE_MAX_UPDATES": bound}, tmp_path / "job.log")
-            time.sleep(rng.uniform(2.0, 4.5))
+            # A random moment once this run applies records: its start-up alone
+            # takes seconds, more on a loaded machine, and a kill before it only
+            # tests the start.
+            wait_for(
+                lambda b=before: outcomes(redis_client, namespace) > b,  # type: ignore[misc]
+                90,
+                "the restarted job applying records",
+            )
+            time.sleep(rng.uniform(0.0, 1.5))
             job.kill()
             progress.append(outcomes(redis_client, namespace))
     finally:
