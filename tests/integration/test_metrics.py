@@ -173,7 +173,13 @@ def test_every_metric_of_a_running_job_agrees_with_the_stream(
             base = entry["metrics"].removesuffix("/metrics")
             for path in ("/livez", "/readyz"):
                 code, body = http_get(base + path)
-                assert code == 200 and json.loads(body) == {"ok": True, "reasons": []}
+                assert code == 200
+                assert json.loads(body) == {
+                    "ok": True,
+                    "reasons": [],
+                    "process": int(entry["process"]),
+                    "processes": processes,
+                }
 
         # lb status --json: each process, its metrics address, lag and rates.
         status = lb(["status", "--json", "--interval", "0.5"], env, timeout=60)

@@ -65,7 +65,7 @@ def test_a_taken_port_is_a_clear_error(tmp_path: Path, services: dict[str, Any])
     port = blocker.getsockname()[1]
     dirs = svc.ServiceDirs(state_dir=tmp_path / "state", cache_dir=Settings.from_env().cache_dir)
     try:
-        with pytest.raises(ServiceError, match=f"port {port}"):
+        with pytest.raises(ServiceError, match=f"127.0.0.1:{port} is already taken"):
             svc.up(dirs, redis_port=port, kafka_port=port + 1)
     finally:
         blocker.close()
