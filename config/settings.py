@@ -133,6 +133,15 @@ class Settings:
     standby: str = "wait"
 
     def __post_init__(self) -> None:
+        self._check_services()
+        self._check_batching()
+        self._check_retries()
+        self._check_endpoints()
+        self._check_cluster()
+        if self.games_file is not None and not self.games_file.is_file():
+            raise ConfigError(f"LB_GAMES points at {self.games_file}, which is not a file")
+
+    def _check_services(self) -> None:
         if not self.kafka_bootstrap:
             raise ConfigError("LB_KAFKA_BOOTSTRAP is empty")
         scheme = urlsplit(self.redis_url.reveal()).scheme
@@ -149,16 +158,18 @@ class Settings:
             raise ConfigError("LB_TOPIC and LB_DLQ_TOPIC must not be empty")
         if self.topic == self.dlq_topic:
             raise ConfigError("LB_DLQ_TOPIC must differ from LB_TOPIC")
+        if not self.namespace or any(c in self.namespace for c in "{}: "):
+            raise ConfigError(
+                f"LB_NAMESPACE must be non-empty without {{}}: or spaces: {self.namespace!r}"
+            )
+
+    def _check_batching(self) -> None:
         if not 1 <= self.batch_ms <= 1000:
             raise ConfigError(f"LB_BATCH_MS must be within 1..1000, got {self.batch_ms}")
         if self.batch_max < 1:
             raise ConfigError(f"LB_BATCH_MAX must be positive, got {self.batch_max}")
         if self.snapshot_interval_s < 1:
             raise ConfigError("LB_SNAPSHOT_INTERVAL_S must be at least 1")
-        if not self.namespace or any(c in self.namespace for c in "{}: "):
-            raise ConfigError(
-                f"LB_NAMESPACE must be non-empty without {{}}: or spaces: {self.namespace!r}"
-            )
         if self.dedupe_horizon_s < 1:
             raise ConfigError("LB_DEDUPE_HORIZON_S must be at least 1")
         if self.cache_players < 1:
@@ -168,6 +179,8 @@ class Settings:
                 "LB_WRITE_MAX_UPDATES must be 0 (no bound) or positive, "
                 f"got {self.write_max_updates}"
             )
+
+    def _check_retries(self) -> None:
         if self.redis_retry_s < 0 or self.kafka_retry_s < 0:
             raise ConfigError("LB_REDIS_RETRY_S and LB_KAFKA_RETRY_S must not be negative")
         if self.heal_check_s < 1:
@@ -176,6 +189,10 @@ class Settings:
             raise ConfigError(f"LB_PROGRESS_S must not be negative, got {self.progress_s}")
         if self.redis_timeout_s < 1:
             raise ConfigError("LB_REDIS_TIMEOUT_S must be at least 1")
+        if self.ready_retry_s < 1:
+            raise ConfigError("LB_READY_RETRY_S must be at least 1")
+
+    def _check_endpoints(self) -> None:
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65000:
             raise ConfigError(
                 "LB_METRICS_PORT must be a port (0 for any free one) or off, "
@@ -183,15 +200,10 @@ class Settings:
             )
         if not 1 <= self.prometheus_port <= 65535:
             raise ConfigError(f"LB_PROMETHEUS_PORT must be a port, got {self.prometheus_port}")
-        if self.ready_retry_s < 1:
-            raise ConfigError("LB_READY_RETRY_S must be at least 1")
         if self.log_format not in ("text", "json"):
             raise ConfigError(f"LB_LOG_FORMAT must be text or json, got {self.log_format!r}")
         if self.decoder not in ("auto", "native", "python"):
             raise ConfigError(f"LB_DECODER must be auto, native or python, got {self.decoder!r}")
-        self._check_cluster()
-        if self.games_file is not None and not self.games_file.is_file():
-            raise ConfigError(f"LB_GAMES points at {self.games_file}, which is not a file")
 
     def _check_cluster(self) -> None:
         if self.process_id is not None and not self.addresses:
