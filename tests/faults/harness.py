@@ -248,7 +248,10 @@ def assert_exactly_once(
         assert boards[key] == expected[key], f"{key} {context}"
     assert len(letters) == len(set(letters)), f"a dead letter was written twice {context}"
     bad = {(r.partition, r.offset) for r in records if r.expected not in ("ok", "duplicate")}
-    assert set(letters) == bad, context
+    assert set(letters) == bad, (
+        f"letters missing {sorted(bad - set(letters))[:10]} "
+        f"extra {sorted(set(letters) - bad)[:10]} {context}"
+    )
     assert stats.get("duplicate", 0) == counts.get("duplicate", 0), context
     assert stats.get("applied", 0) + stats.get("noop", 0) == counts["accepted"], context
     for refusal in ("tournament_full", "attempts_used_up"):  # counted, never dead letters

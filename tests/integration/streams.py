@@ -12,6 +12,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -398,25 +399,37 @@ def read_stats(client: Any, namespace: str) -> dict[str, int]:
     return total
 
 
-def read_dead_letters(bootstrap: str, topic: str) -> list[Any]:
-    """Every record of a dead-letter topic."""
+def read_dead_letters(bootstrap: str, topic: str, timeout_s: float = 90.0) -> list[Any]:
+    """Every record of a dead-letter topic, up to each partition's end offset.
+
+    An empty poll does not end a partition (a broker that just restarted may
+    take seconds to serve its first fetch): the read ends at the end offset
+    taken at the start, or fails after ``timeout_s`` naming what it missed.
+    """
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex, "enable.auto.commit": False}
     )
-    meta = consumer.list_topics(topic, timeout=30).topics[topic]
-    got: list[Any] = []
-    for p in meta.partitions:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-        if high <= low:
-            continue
-        consumer.assign([TopicPartition(topic, p, low)])
-        while True:
-            msgs = consumer.consume(500, timeout=2.0)
-            got += [m for m in msgs if m.error() is None]
-            if not msgs or (msgs[-1].offset() or 0) >= high - 1:
-                break
-    consumer.close()
-    return got
+    try:
+        meta = consumer.list_topics(topic, timeout=30).topics[topic]
+        got: list[Any] = []
+        deadline = time.monotonic() + timeout_s
+        for p in meta.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            if high <= low:
+                continue
+            consumer.assign([TopicPartition(topic, p, low)])
+            last = low - 1
+            while last < high - 1:
+                assert time.monotonic() < deadline, (
+                    f"{topic}[{p}] read up to offset {last} of {high - 1} in {timeout_s:g} s"
+                )
+                msgs = [m for m in consumer.consume(500, timeout=1.0) if m.error() is None]
+                got += msgs
+                if msgs:
+                    last = max(last, msgs[-1].offset() or 0)
+        return got
+    finally:
+        consumer.close()
 
 
 def job_env(topic: str, namespace: str, state_dir: Path, games_file: Path) -> dict[str, str]:
