@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -78,8 +79,12 @@ def read_topic(bootstrap: str, topic: str) -> list[Any]:
     for p in consumer.list_topics(topic, timeout=30).topics[topic].partitions:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
         consumer.assign([TopicPartition(topic, p, low)])
-        while high > low and (not got or got[-1].partition() != p or got[-1].offset() < high - 1):
-            got += [m for m in consumer.consume(1000, timeout=5.0) if m.error() is None]
+        read: list[Any] = []
+        deadline = time.monotonic() + 60
+        while len(read) < high - low and time.monotonic() < deadline:
+            read += [m for m in consumer.consume(1000, timeout=2.0) if m.error() is None]
+        assert len(read) == high - low, f"partition {p}: read {len(read)} of {high - low}"
+        got += read
     consumer.close()
     return sorted(got, key=lambda m: (m.partition(), m.offset()))
 
