@@ -27,7 +27,7 @@ newer() {
 shared=(schemas/vectors schemas/score_event.v1.avsc)
 if newer clients/go/bin/.built clients/go "${shared[@]}"; then
   echo "client kit: go test + build (clients/go)" >&2
-  (cd clients/go && go test -count=1 ./... && go build -o bin/lb-produce-go ./cmd/lb-produce-go)
+  (cd clients/go && go vet ./... && go test -count=1 ./... && go build -o bin/lb-produce-go ./cmd/lb-produce-go)
   touch clients/go/bin/.built
 fi
 if newer clients/java/target/.built clients/java "${shared[@]}"; then
