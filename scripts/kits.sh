@@ -21,7 +21,7 @@ newer() {
   local stamp=$1
   shift
   [ ! -f "$stamp" ] || [ -n "$(find "$@" -type f -newer "$stamp" -not -path '*/target/*' \
-    -not -path '*/bin/*' -print -quit)" ]
+    -not -path '*/bin/*' -not -path '*/__pycache__/*' -print -quit)" ]
 }
 
 shared=(schemas/vectors schemas/score_event.v1.avsc)
