@@ -62,3 +62,4 @@ if [ ! -f .venv/.native ] || [ -n "$(find native/src native/Cargo.toml native/Ca
   .venv/bin/pip install -q --force-reinstall --no-deps ./native
   touch .venv/.native
 fi
+scripts/kits.sh  # the Go and Java producer kits (clients/), built and tested
