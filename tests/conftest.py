@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from tests.poll import poll
+
 REPO = Path(__file__).resolve().parent.parent
 #: The marks of each suite, by its directory under tests/.
 SUITE_MARKS = {
@@ -99,6 +101,15 @@ def topic(kafka_bootstrap: str, request: pytest.FixtureRequest) -> Iterator[str]
     )
     for future in futures.values():
         future.result(timeout=30)
+    poll(  # created is not yet served: metadata reaches the brokers a moment later
+        "the new topics in Kafka's metadata",
+        lambda: all(
+            (info := admin.list_topics(t, timeout=10).topics.get(t)) is not None
+            and info.error is None
+            for t in (name, f"{name}.dlq")
+        ),
+        30,
+    )
     yield name
     for future in admin.delete_topics([name, f"{name}.dlq"]).values():
         with contextlib.suppress(Exception):  # best-effort cleanup
