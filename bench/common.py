@@ -28,7 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from config.clients import redis_client
@@ -246,23 +246,6 @@ def counted(client: Any, namespace: str, game: str = GAME) -> tuple[int, dict[st
     raw = client.hgetall(stats_key(namespace, game))
     stats = {(k.decode() if isinstance(k, bytes) else str(k)): int(v) for k, v in raw.items()}
     return sum(stats.get(name, 0) for name in COUNTED), stats
-
-
-def topic_records(settings: Settings, topic: str) -> int:
-    """Records in a fresh topic (sum of high watermarks; nothing was ever deleted)."""
-    consumer = Consumer({**settings.kafka_config(), "group.id": "bench-meta", "log_level": 3})
-    try:
-        meta = consumer.list_topics(topic, timeout=30)
-        info = meta.topics.get(topic)
-        if info is None or info.error is not None:
-            return 0
-        total = 0
-        for partition in info.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
-            total += high - low
-        return total
-    finally:
-        consumer.close()
 
 
 # -- CPU accounting -----------------------------------------------------------------------

@@ -282,22 +282,9 @@ def ingest_run(
 
 
 def _dead_letters(f: Fleet, topic: str) -> int:
-    from confluent_kafka import Consumer, TopicPartition
+    from sources.dead_letter_reader import count_letters
 
-    consumer = Consumer(
-        {"bootstrap.servers": f.layout.bootstrap, "group.id": "bench-fleet", "log_level": 0}
-    )
-    try:
-        meta = consumer.list_topics(topic, timeout=30).topics[topic]
-        return sum(
-            high - low
-            for low, high in (
-                consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-                for p in meta.partitions
-            )
-        )
-    finally:
-        consumer.close()
+    return count_letters({"bootstrap.servers": f.layout.bootstrap}, topic)
 
 
 def _drop(f: Fleet, namespace: str) -> None:

@@ -64,7 +64,6 @@ from bench.common import (
     service_cpu_s,
     session_cpu_s,
     table,
-    topic_records,
     write_section,
 )
 from bench.formatting import fmt_int
@@ -75,6 +74,7 @@ from domain.games import GameConfig
 from domain.signing import parse_keyring, signed_event
 from domain.windows import WindowKind, window_for
 from schemas.codec import ScoreEventCodec
+from sources.dead_letter_reader import count_letters
 from sources.loadgen import LoadConfig, LoadGenerator
 from sources.producer import ScoreProducer
 
@@ -347,7 +347,7 @@ def _run(args: argparse.Namespace, scratch: Scratch, settings: Settings) -> dict
     code = job.stop(60)
     log(f"job stopped (exit {code})")
     stats_total, stats = counted(client, namespace)
-    dead = topic_records(settings, dlq)
+    dead = count_letters(settings.kafka_config(), dlq)
     expected_dead = sum(v for k, v in expected.items() if k not in ("ok", "duplicate"))
 
     visible: dict[int, float] = seen["visible"]

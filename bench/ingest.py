@@ -81,7 +81,6 @@ from bench.common import (
     service_cpu_s,
     session_cpu_s,
     table,
-    topic_records,
 )
 from bench.formatting import fmt_int, fmt_ratio
 from bench.workloads import WORKLOADS, shape
@@ -99,6 +98,7 @@ from domain.windows import WindowKind, window_for
 from schemas.codec import ScoreEventCodec
 from schemas.decode_verify import decode_verifier
 from sinks.boards import RedisBoardStore
+from sources.dead_letter_reader import count_letters
 from sources.producer import ScoreProducer
 
 PARTITIONS = 8
@@ -605,7 +605,7 @@ def _job(
     job_cpu = children_cpu_s() - cpu_before
     self_cpu = self_cpu_s() - self_before
     total, stats = counted(client, namespace)
-    dead = topic_records(settings, dlq)
+    dead = count_letters(settings.kafka_config(), dlq)
     ok = code == 0 and total == expected and dead == produced["dead"]
     if not ok:
         log(f"{label}: FAILED exit {code}, counted {total} of {expected}, dlq {dead}\n{job.tail()}")

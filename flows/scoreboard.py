@@ -35,7 +35,7 @@ from domain.validation import Validator
 from flows import lease, preflight, progress
 from schemas.decode_verify import decode_verifier
 from sinks.boards import RedisBoardSink, ResumeFromRedis
-from sinks.dead_letters import DeadLetterSink
+from sinks.dead_letters import DeadLetterSink, check_transactions
 from sources.kafka_source import ScoreTopicSource, StopSignal
 from telemetry import derive, hooks, job, watchdog
 
@@ -75,6 +75,10 @@ def _checked(
         settings = Settings.from_env()
         config = preflight.job_config(settings)
         topics = preflight.check_services(settings, need_dead_letter_topic=dead_letters)
+        if dead_letters:
+            check_transactions(
+                settings.kafka_config(), settings.namespace, settings.dlq_topic, 60.0
+            )
         job.start(settings, FLOW_ID, namespace)  # metrics, health, logs (issue 13)
     except LeaderboardError as exc:
         print(f"{FLOW_ID}: error: {exc}", file=sys.stderr, flush=True)
@@ -181,6 +185,7 @@ def build(
             settings.topic,
             delivery_timeout_s=settings.kafka_retry_s,
             fence=fence,
+            namespace=settings.namespace,
         )
         if dead_letters
         else None

@@ -15,7 +15,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from domain.errors import ServiceError
-from sinks.dead_letters import header_map
+from sinks.dead_letter_tail import header_map
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ def _consumer(config: Mapping[str, Any], group: str) -> Consumer:
             "group.id": group,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
             "fetch.wait.max.ms": 50,
         }
     )
@@ -97,6 +98,12 @@ def _consume(
     ends: Mapping[int, int],
     timeout_s: float,
 ) -> Iterator[Letter]:
+    """Letters of each assigned partition before its end offset.
+
+    A partition is done when the consumer's *position* reaches its end: the
+    job writes letters in transactions, whose commit markers (and aborted
+    letters) take offsets no committed reader is ever given.
+    """
     waiting = {tp.partition for tp in assignment}
     consumer.assign(assignment)
     deadline = time.monotonic() + timeout_s
@@ -107,19 +114,23 @@ def _consume(
             if msg.error() is not None:
                 continue
             partition, offset = msg.partition() or 0, msg.offset() or 0
-            if offset >= ends[partition]:
-                waiting.discard(partition)
-                continue
-            if offset + 1 >= ends[partition]:
-                waiting.discard(partition)
-            yield Letter(
-                partition,
-                offset,
-                msg.timestamp()[1],
-                msg.key(),
-                msg.value(),
-                header_map(msg.headers()),  # type: ignore[arg-type]
-            )
+            if offset < ends[partition]:
+                yield Letter(
+                    partition,
+                    offset,
+                    msg.timestamp()[1],
+                    msg.key(),
+                    msg.value(),
+                    header_map(msg.headers()),  # type: ignore[arg-type]
+                )
+        positions = consumer.position([TopicPartition(topic, p) for p in waiting])
+        waiting -= {tp.partition for tp in positions if tp.offset >= ends[tp.partition]}
+
+
+def count_letters(config: Mapping[str, Any], topic: str, timeout_s: float = 60.0) -> int:
+    """How many letters ``topic`` holds (committed ones; offsets also count markers)."""
+    letters, _ = read_letters(config, topic, group="lb-dlq-count", timeout_s=timeout_s)
+    return len(letters)
 
 
 def commit_ends(config: Mapping[str, Any], topic: str, group: str, ends: Mapping[int, int]) -> None:

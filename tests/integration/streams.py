@@ -400,33 +400,40 @@ def read_stats(client: Any, namespace: str) -> dict[str, int]:
 
 
 def read_dead_letters(bootstrap: str, topic: str, timeout_s: float = 90.0) -> list[Any]:
-    """Every record of a dead-letter topic, up to each partition's end offset.
+    """Every committed record of a dead-letter topic, up to each partition's end offset.
 
-    An empty poll does not end a partition (a broker that just restarted may
-    take seconds to serve its first fetch): the read ends at the end offset
-    taken at the start, or fails after ``timeout_s`` naming what it missed.
+    A partition is read when the consumer's position reaches the end offset
+    taken at the start (transaction markers take offsets no record has), not
+    when a poll comes back empty: a broker that just restarted may take
+    seconds to serve its first fetch. Fails after ``timeout_s`` naming the gap.
     """
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex, "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": uuid.uuid4().hex,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
     )
     try:
         meta = consumer.list_topics(topic, timeout=30).topics[topic]
         got: list[Any] = []
         deadline = time.monotonic() + timeout_s
         for p in meta.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            tp = TopicPartition(topic, p)
+            low, high = consumer.get_watermark_offsets(tp, timeout=30)
             if high <= low:
                 continue
             consumer.assign([TopicPartition(topic, p, low)])
-            last = low - 1
-            while last < high - 1:
+            while (at := consumer.position([tp])[0].offset) < high:
                 assert time.monotonic() < deadline, (
-                    f"{topic}[{p}] read up to offset {last} of {high - 1} in {timeout_s:g} s"
+                    f"{topic}[{p}] read up to offset {at} of {high} in {timeout_s:g} s"
                 )
-                msgs = [m for m in consumer.consume(500, timeout=1.0) if m.error() is None]
-                got += msgs
-                if msgs:
-                    last = max(last, msgs[-1].offset() or 0)
+                got += [
+                    m
+                    for m in consumer.consume(500, timeout=1.0)
+                    if m.error() is None and (m.offset() or 0) < high
+                ]
         return got
     finally:
         consumer.close()
