@@ -37,6 +37,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bytewax.outputs import DynamicSink, StatelessSinkPartition
@@ -54,6 +55,9 @@ from sources.kafka_source import ErrorLog, topic_partitions
 __all__ = ["DeadLetterSink", "header_map", "letter_headers", "transactional_id"]
 
 log = logging.getLogger(__name__)
+
+#: Partitions whose transactions a worker commits at once (each waits on the broker).
+COMMIT_THREADS = 8
 
 #: While a commit waits for the broker, a log line at most this often.
 WAIT_LOG_S = 5.0
@@ -222,6 +226,7 @@ class _DeadLetterPartition(StatelessSinkPartition[CheckedBatch]):
         self._partitions = partitions
         self._fence = fence
         self._writers: dict[int, _Writer] = {}
+        self._pool: ThreadPoolExecutor | None = None
 
     def write_batch(self, items: Sequence[CheckedBatch]) -> None:
         """Commit every batch's letters; Kafka down past ``LB_KAFKA_RETRY_S`` ends the job."""
@@ -233,22 +238,32 @@ class _DeadLetterPartition(StatelessSinkPartition[CheckedBatch]):
             step_down(exc)
 
     def _write(self, items: Sequence[CheckedBatch]) -> None:
-        if not any(batch.dead for batch in items):
+        letters: dict[int, list[DeadLetter]] = {}
+        for batch in items:  # a partition's letters in order, whatever batches they came in
+            if batch.dead:
+                letters.setdefault(batch.partition, []).extend(batch.dead)
+        if not letters:
             return
         if self._fence is not None:
             self._fence()  # a deposed deployment writes no letter (raises Deposed)
-        sent: list[str] = []
-        for batch in items:
-            if not batch.dead:
-                continue
-            writer = self._writers.get(batch.partition)
-            if writer is None:
-                writer = self._writers[batch.partition] = self._open_writer(batch.partition)
-            sent += [letter.code for letter in writer.write(batch.dead, self._partitions)]
-        if sent:
-            outcomes.add_dead_letters(sent)
+        if len(letters) == 1:
+            written = [self._write_partition(next(iter(letters.items())))]
+        else:  # one commit round trip for all partitions, not one after another
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(COMMIT_THREADS, thread_name_prefix="lb-dlq")
+            written = list(self._pool.map(self._write_partition, letters.items()))
+        outcomes.add_dead_letters([letter.code for fresh in written for letter in fresh])
+
+    def _write_partition(self, item: tuple[int, list[DeadLetter]]) -> list[DeadLetter]:
+        partition, letters = item
+        writer = self._writers.get(partition)
+        if writer is None:
+            writer = self._writers[partition] = self._open_writer(partition)
+        return writer.write(letters, self._partitions)
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
         for writer in self._writers.values():
             writer.producer.flush(10)
 
