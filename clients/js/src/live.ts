@@ -19,6 +19,8 @@ export interface RetryPolicy {
   minMs?: number;
   /** The longest wait between two reconnections (15,000 ms). */
   maxMs?: number;
+  /** A connection not open within this many milliseconds is given up and retried (10,000 ms). */
+  connectMs?: number;
 }
 
 /** What to follow (`window`, `top`, `playerId`, `interval`, `lastEventId`, as the API takes them). */
@@ -58,6 +60,7 @@ export interface LiveHandlers {
 
 const MIN_MS = 500;
 const MAX_MS = 15_000;
+const CONNECT_MS = 10_000;
 
 /** The wait before reconnection number `attempt` (0-based): doubling, capped, with jitter. */
 export function backoffMs(attempt: number, retry: RetryPolicy = {}, random: () => number = Math.random): number {
@@ -113,13 +116,7 @@ export class LiveSubscription {
     if (this.current === "closed") return;
     clearTimeout(this.timer);
     this.setState("closed");
-    const socket = this.socket;
-    this.socket = null;
-    if (socket !== null) {
-      socket.onclose = null;
-      socket.onmessage = null;
-      socket.close(1000);
-    }
+    if (this.socket !== null) this.drop(this.socket, 1000);
   }
 
   private connect(): void {
@@ -130,9 +127,19 @@ export class LiveSubscription {
     this.connections += 1;
     const socket = new this.factory(url);
     this.socket = socket;
+    let opened = false;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.lost(socket), this.options.retry?.connectMs ?? CONNECT_MS);
+    socket.onopen = () => {
+      opened = true;
+      clearTimeout(this.timer);
+    };
     socket.onmessage = (event: MessageEvent) => this.receive(event.data);
     socket.onclose = () => this.lost(socket);
-    socket.onerror = () => undefined; // a close event follows, which decides
+    // Browsers follow a failed handshake with a close event; some runtimes (Node 20's) do not.
+    socket.onerror = () => {
+      if (!opened) this.lost(socket);
+    };
   }
 
   private receive(data: unknown): void {
@@ -168,14 +175,27 @@ export class LiveSubscription {
     }
   }
 
+  /** The connection ended (or never opened): reconnect after a back-off unless stopped. */
   private lost(socket: WebSocket): void {
-    if (this.socket !== socket) return;
-    this.socket = null;
+    if (this.socket !== socket) return; // already handled
+    clearTimeout(this.timer);
+    this.drop(socket);
     if (this.current === "closed" || this.current === "refused") return;
     this.setState("reconnecting");
     const wait = backoffMs(this.failures, this.options.retry);
     this.failures += 1;
     this.timer = setTimeout(() => this.connect(), wait);
+  }
+
+  /** Forget `socket`: no more events from it, and closed if it is not already. */
+  private drop(socket: WebSocket, code?: number): void {
+    this.socket = null;
+    socket.onopen = socket.onmessage = socket.onclose = socket.onerror = null;
+    try {
+      socket.close(code);
+    } catch {
+      // closing a socket that never opened may throw in some runtimes: it is gone either way
+    }
   }
 
   private setState(state: LiveState): void {
