@@ -248,6 +248,8 @@ def test_the_page_resumes_after_a_lost_connection_and_says_when_it_could_not(
         assert _state(browser, "notice") == "resumed"
         said = browser.find_element(By.ID, "notice").text
         assert said == "reconnected: resumed, 1 missed change replayed", said
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        assert browser.save_screenshot(str(ARTIFACTS / "live-page-resumed.png"))
         handshakes = [line for line in proxy.first_lines if "/live?" in line]
         assert "lastEventId=" not in handshakes[0] and "lastEventId=" in handshakes[-1]
 
