@@ -209,7 +209,13 @@ def _add_pages(app: FastAPI) -> None:
         )
 
     @app.get("/", include_in_schema=False)
-    async def page() -> FileResponse:
+    async def page() -> Response:
+        if not (STATIC / "live.js").exists():  # bundled at install from live.ts and clients/js
+            return error_response(
+                HTTPStatus.SERVICE_UNAVAILABLE,
+                "UNAVAILABLE",
+                "the live page's script is not built: run scripts/build_js.sh",
+            )
         return FileResponse(STATIC / "index.html")
 
 

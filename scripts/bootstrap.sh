@@ -6,7 +6,8 @@
 # (the live terminal view's test), iproute2 and iptables as root (the fault
 # suite's hosts in network namespaces), and the Python virtualenv at .venv with the
 # pinned dependencies and the compiled decode + verify (native/, lb_native),
-# built from crates.io with Rust's cargo, which must be installed (rustup).
+# built from crates.io with Rust's cargo, which must be installed (rustup), and
+# the TypeScript client and the live page's script (scripts/build_js.sh, npm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,3 +64,4 @@ if [ ! -f .venv/.native ] || [ -n "$(find native/src native/Cargo.toml native/Ca
   touch .venv/.native
 fi
 scripts/kits.sh  # the Go and Java producer kits (clients/), built and tested
+scripts/build_js.sh  # clients/js and api/static/live.js, built with npm (Node.js >= 20.10)

@@ -109,6 +109,14 @@ class Subscriber:
 Listener = Callable[[list[StreamChange] | None], None]
 
 
+def _union(
+    changes: list[StreamChange], top: list[StreamChange], own: list[StreamChange]
+) -> list[StreamChange]:
+    """The changes either selection kept, once each, in stream order."""
+    kept = {id(change) for change in top} | {id(change) for change in own}
+    return [change for change in changes if id(change) in kept]
+
+
 @dataclass(eq=False)
 class _Feed:
     key: str
@@ -125,7 +133,7 @@ class _Feed:
             shared = next(iter(watch)).select_top(changes)
             for subscriber in list(watch):
                 own = subscriber.select_own(changes) if subscriber.select_own else []
-                mine = shared + own if own else shared
+                mine = _union(changes, shared, own) if own else shared
                 if not mine:
                     continue
                 if subscriber.offer(mine):
@@ -210,6 +218,9 @@ class ChangeHub:
             feed = _Feed(key, text(newest[0][0]) if newest else "0-0")
             feed.task = asyncio.create_task(self._follow(feed), name=f"feed {key}")
             self._feeds[key] = feed
+            # Entries up to ``newest`` were never delivered while nobody followed the
+            # stream: a shared read from before then may miss them, so none is reused.
+            self.version += 1
         return feed
 
     def positions(self, keys: tuple[str, ...]) -> dict[str, str]:

@@ -30,6 +30,7 @@ from schemas.codec import ScoreEventCodec
 from tests.integration.api_server import api_settings, running_api
 from tests.integration.live_events import GAME, best, now_ms
 from tests.integration.streams import KEYS, REPO, Planned, job_env, produce
+from tests.integration.tcp_proxy import TcpProxy
 
 ARTIFACTS = REPO / ".lb" / "artifacts"
 
@@ -195,3 +196,88 @@ def test_the_page_watches_a_tournament_and_a_season(
         if "favicon" in entry["name"]
     ]
     assert favicon == [], favicon
+
+
+# -- a lost connection ---------------------------------------------------------------------
+
+
+def _state(browser: Any, element: str) -> str:
+    return str(browser.find_element(By.ID, element).get_attribute("data-state"))
+
+
+def _applied(redis_client: Any, board: str, player: str) -> None:
+    deadline = time.monotonic() + 30
+    while redis_client.zscore(board, player) is None:
+        assert time.monotonic() < deadline, f"the job did not apply {player}'s score"
+        time.sleep(0.05)
+
+
+def test_the_page_resumes_after_a_lost_connection_and_says_when_it_could_not(
+    live_job: Any,
+    live_api: str,
+    browser: Any,
+    kafka_bootstrap: str,
+    topic: str,
+    namespace: str,
+    redis_client: Any,
+) -> None:
+    keys = GroupKeys(namespace, GAME)
+    board = keys.board("alltime")
+    produce(kafka_bootstrap, topic, [best("ada", 300), best("bob", 200)])
+    deadline = time.monotonic() + 30
+    while redis_client.zcard(board) < 2:
+        assert time.monotonic() < deadline, "the job did not apply the first events"
+        time.sleep(0.05)
+
+    with TcpProxy(live_api) as proxy:
+        browser.get(f"{proxy.url}/?game={GAME}&top=5")
+        WebDriverWait(browser, 10).until(
+            lambda b: len(rows(b)) == 2 and _state(b, "status") == "live"
+        )
+
+        # The network drops; a new best score is written while the page cannot hear of it
+        # (after more than the server's 1 s stream read, so it no longer follows the game).
+        proxy.cut()
+        WebDriverWait(browser, 10).until(lambda b: _state(b, "status") == "connecting")
+        time.sleep(1.5)
+        produce(kafka_bootstrap, topic, [best("cy", 450)])
+        _applied(redis_client, board, "cy")
+        proxy.restore()
+        WebDriverWait(browser, 30).until(lambda b: rows(b) and rows(b)[0] == ("1", "cy", "450"))
+        assert rows(browser) == [("1", "cy", "450"), ("2", "ada", "300"), ("3", "bob", "200")]
+        assert _state(browser, "notice") == "resumed"
+        said = browser.find_element(By.ID, "notice").text
+        assert said == "reconnected: resumed, 1 missed change replayed", said
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        assert browser.save_screenshot(str(ARTIFACTS / "live-page-resumed.png"))
+        handshakes = [line for line in proxy.first_lines if "/live?" in line]
+        assert "lastEventId=" not in handshakes[0] and "lastEventId=" in handshakes[-1]
+
+        # Dropped again, and the stream loses the page's position meanwhile: a gap.
+        proxy.cut()
+        WebDriverWait(browser, 10).until(lambda b: _state(b, "status") == "connecting")
+        redis_client.xtrim(keys.changes, maxlen=0)
+        produce(kafka_bootstrap, topic, [best("dee", 500)])
+        _applied(redis_client, board, "dee")
+        proxy.restore()
+        WebDriverWait(browser, 30).until(lambda b: rows(b) and rows(b)[0] == ("1", "dee", "500"))
+        assert _state(browser, "notice") == "gap"
+        assert _state(browser, "status") == "live"
+
+
+def test_the_page_passes_the_token_of_its_address_to_the_websocket(
+    live_api: str, browser: Any
+) -> None:
+    with TcpProxy(live_api) as proxy:
+        browser.get(f"{proxy.url}/?game={GAME}&top=3&token=t0k%2Fen")
+        WebDriverWait(browser, 10).until(
+            lambda _: any("/live?" in line for line in proxy.first_lines)
+        )
+        handshake = next(line for line in proxy.first_lines if "/live?" in line)
+        assert "token=t0k%2Fen" in handshake, handshake
+        # The form keeps it when it starts watching something else.
+        browser.find_element(By.NAME, "top").clear()
+        browser.find_element(By.NAME, "top").send_keys("4")
+        browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        WebDriverWait(browser, 10).until(lambda b: "top=4" in b.current_url)
+        assert "token=t0k%2Fen" in browser.current_url
