@@ -1,4 +1,4 @@
-"""The HTTP API against #14's goals and the servers before it, in one run.
+"""The HTTP API against its goals and the servers before it, in one run.
 
 Four measurements, each a ratio or a percentile from the same run (the machine
 is shared, so absolute figures are context; the CPU other processes used
@@ -82,7 +82,7 @@ from schemas.codec import ScoreEventCodec
 SECTION = "http"
 #: The server this one replaced (the parent of the change that introduced FastAPI).
 OLD_REV = "500980a"
-#: The FastAPI server before the work on #14's goals (hot routes, page cache, fan-out).
+#: The FastAPI server before its hot routes, page cache and fan-out.
 BEFORE_REV = "de4282a"
 SLOTS = 631_152_000  # all-time slots of a game with the default bounds
 SEED_PLAYERS = 10_000
@@ -758,7 +758,7 @@ class OtherLoad:
         }
 
 
-#: The goals of issue #14, measured in one run on this machine.
+#: The API's goals, measured in one run on this machine.
 GOAL_P99_MS = 2.0
 GOAL_TOP_PER_S = 5000
 GOAL_INTAKE_PER_S = 5000
@@ -904,8 +904,9 @@ def markdown(summary: dict[str, Any]) -> str:
     return f"""## HTTP API: FastAPI/uvicorn against the servers before it (`bench/http.py`)
 
 {machine_line(summary["machine"])}. Command: `{summary["command"]}`. {load_line}
-"Before" is revision `{summary.get("before_rev") or "-"}` (the FastAPI server as it was before
-the work on #14's goals) and "old" revision `{summary["old_rev"]}` (the `http.server` API),
+"Before" is revision `{summary.get("before_rev") or "-"}` (the FastAPI server without
+the hot routes, page cache and fan-out) and "old" revision `{summary["old_rev"]}`
+(the `http.server` API),
 each run from a temporary git worktree against the same Redis board ({SEED_PLAYERS:,}
 players) and the same Kafka; every server gets one read and one submission before it is
 measured.
@@ -1011,7 +1012,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--before-rev",
         default=BEFORE_REV,
-        help="git revision of the FastAPI server before the #14 work ('' to skip)",
+        help="git revision of the FastAPI server before its hot routes ('' to skip)",
     )
     parser.add_argument("--keepalive-seconds", type=int, default=5)
     parser.add_argument("--wrk-seconds", type=int, default=10)

@@ -1,8 +1,8 @@
 """Every shell, Python and TOML example of README.md and docs/*.md runs as written.
 
-The blocks are extracted from the Markdown and run in document order (README
-first: its ``lb produce`` and ``lb run --until-end`` make the data the later read
-examples read) from a scratch directory that looks like a checkout: ``.venv``
+The blocks are extracted from the Markdown and run in document order (README,
+then docs/CLI.md: its ``lb produce`` and ``lb run --until-end`` make the data the
+later read examples read) from a scratch directory that looks like a checkout: ``.venv``
 links to this one and ``.lb/services.json`` names the running services, so
 relative paths in the examples (``.venv/bin/lb``, ``.lb/archive/...``) hold. The
 only changes made to an example: its own topic and key namespace (``LB_TOPIC``,
@@ -48,7 +48,13 @@ from tests.integration.streams import REPO
 
 pytestmark = pytest.mark.slow
 
-DOCUMENTS = ["README.md", *sorted(p.name for p in (REPO / "docs").glob("*.md"))]
+#: README first, then the command line's doc: its ``lb produce`` and ``lb run --until-end``
+#: make the data the later read examples read.
+DOCUMENTS = [
+    "README.md",
+    "CLI.md",
+    *sorted(p.name for p in (REPO / "docs").glob("*.md") if p.name != "CLI.md"),
+]
 FENCE = re.compile(r"^```(\w*)\s*$")
 MARKER = re.compile(r"<!--\s*example:\s*(skip|excerpt)\s*(?::\s*(.*?))?\s*-->")
 RUN_LANGS = {"bash", "sh", "shell", "python", "toml"}
