@@ -128,7 +128,7 @@ class Feeder(threading.Thread):
         job's start-up, seconds on a loaded machine, does not eat the stream the faults
         must land in."""
         super().__init__(daemon=True)
-        self._started = started
+        self._job_applying = started
         self._servers = bootstrap
         self._topic = topic
         self._records = records
@@ -163,8 +163,8 @@ class Feeder(threading.Thread):
                 produce_planned(producer, self._topic, rec, delivered(rec))
                 self.sent += 1
             producer.poll(0)
-            if at == 0 and self._started is not None:
-                poll("the job applying the first chunk", self._started, 180, every_s=0.1)
+            if at == 0 and self._job_applying is not None:
+                poll("the job applying the first chunk", self._job_applying, 180, every_s=0.1)
             time.sleep(self._pause_s)
         if producer.flush(180) != 0:
             self.errors.append("records left undelivered after 180 s")
