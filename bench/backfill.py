@@ -57,8 +57,8 @@ from bench.rebuild import PARTITIONS
 from bench.rebuild import _produce as produce_players
 from config.settings import Settings
 from domain.signing import parse_keyring, signed_event
+from producer.score_producer import ScoreProducer
 from schemas.codec import ScoreEventCodec
-from sources.producer import ScoreProducer
 
 SECTION = "bench.backfill"
 PROBE_EVERY_S = 0.05

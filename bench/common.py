@@ -33,7 +33,7 @@ from confluent_kafka.admin import AdminClient
 
 from config.clients import redis_client
 from config.settings import Settings, child_environment
-from sources.producer import ensure_topic
+from producer.score_producer import ensure_topic
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Where sections go; ``python -m bench --quick`` points it at a scratch copy.

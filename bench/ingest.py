@@ -95,11 +95,11 @@ from domain.scoring import TieCodec
 from domain.signing import Keyring, Verdict, parse_keyring, verify
 from domain.validation import Validator
 from domain.windows import WindowKind, window_for
+from jobs.dead_letter_reader import count_letters
+from producer.score_producer import ScoreProducer
 from schemas.codec import ScoreEventCodec
 from schemas.decode_verify import decode_verifier
 from sinks.boards import RedisBoardStore
-from sources.dead_letter_reader import count_letters
-from sources.producer import ScoreProducer
 
 PARTITIONS = 8
 #: Event-time spacing of the pre-produced records (``lb produce --rate 0``'s default).

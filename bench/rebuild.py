@@ -63,8 +63,8 @@ from config.settings import Settings
 from domain.keys import is_board_suffix
 from domain.signing import parse_keyring, signed_event
 from lb.commands.rebuild import staging_namespace
+from producer.score_producer import ScoreProducer
 from schemas.codec import ScoreEventCodec
-from sources.producer import ScoreProducer
 
 PARTITIONS = 8
 SECTION = "bench.rebuild"

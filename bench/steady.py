@@ -71,10 +71,10 @@ from domain.events import EventKind, ScoreEvent
 from domain.games import GameCatalog, GameConfig
 from domain.keys import GroupKeys
 from domain.signing import Keyring, parse_keyring, sign
+from producer.loadgen import ZipfSampler
+from producer.score_producer import ScoreProducer
 from readers.boards import BoardReader
 from schemas.codec import ScoreEventCodec
-from sources.loadgen import ZipfSampler
-from sources.producer import ScoreProducer
 
 SECTION = "bench.steady"
 LOAD_CHUNK = 20_000

@@ -7,11 +7,11 @@ records. Then (:mod:`domain.backfill_plan` explains the two modes):
 
 * replace: the replay keeps reading until it is at the live head, and cuts
   each group over atomically with its watermarks set to the last offset read
-  (:func:`sinks.cutover.replace_group`); a group the live job has moved past
+  (:func:`jobs.cutover.replace_group`); a group the live job has moved past
   is retried after reading further. Groups already cut over are no longer
   replayed. The live job notices the new watermarks and carries on from them.
 * fill: after the range, each staged board the live group lacks is moved in
-  (:func:`sinks.cutover.fill_group`).
+  (:func:`jobs.cutover.fill_group`).
 
 Dead letters are not written (the live job wrote them when it read the
 records). The staging namespace is dropped at the start (what a killed run
@@ -45,12 +45,12 @@ from domain.keys import group_tag
 from domain.planner import BoardPlanner
 from domain.records import Accepted, RecordBatch, SourceRecord
 from domain.validation import Validator
+from jobs.cutover import FOREIGN, FillResult, Replaced, fill_group, replace_group, tags
+from jobs.namespace_swap import drop_namespace
 from jobs.replay import apply_round
 from jobs.replay_workers import Part, Tools, replay_part, run_parts
 from jobs.verifier import LogReader
 from sinks.boards import RedisBoardStore
-from sinks.cutover import FOREIGN, FillResult, Replaced, fill_group, replace_group, tags
-from sinks.namespace_swap import drop_namespace
 from sources.kafka_source import topic_partitions
 
 
@@ -447,10 +447,10 @@ class Backfill:
 
         One consumer reads on from where the planned ranges end, so a cut-over is
         tried as soon as the replay is at the head, with ``through`` the last
-        offset read of each partition (:func:`sinks.cutover.replace_group`).
+        offset read of each partition (:func:`jobs.cutover.replace_group`).
         A group the live job is as far as or further than is tried again after
         the next records; after ``strict_for_s`` of that, the relaxed rules
-        apply (see :mod:`sinks.cutover`).
+        apply (see :mod:`jobs.cutover`).
         """
         tail = Tail(
             self._log_config,

@@ -38,11 +38,11 @@ from domain.keys import GroupKeys, group_tag, progress_key, tag_of
 from domain.planner import APPLIED, COUNTERS, DUPLICATE, NOOP, BoardPlanner
 from domain.records import Accepted, RecordBatch, SourceRecord
 from domain.validation import Rejected, Validator
+from jobs.dead_letter_reader import Letter
+from jobs.namespace_swap import drop_namespace
 from jobs.replay import apply_replayed
 from jobs.topk_merger import glob_escape
 from sinks.boards import RedisBoardStore
-from sinks.namespace_swap import drop_namespace
-from sources.dead_letter_reader import Letter
 from sources.kafka_source import topic_partitions
 
 #: Members per ZSCAN/ZMSCORE chunk (first pass) and per atomic re-read (second pass).

@@ -24,9 +24,9 @@ from domain.games import GameConfig
 from domain.signing import parse_keyring
 from lb.argtypes import non_negative_float, non_negative_int, positive_float, positive_int, ratio
 from lb.progress_bar import Bar
+from producer.loadgen import EXPECTED_VALUES, MAX_PLAYERS, LoadConfig, LoadGenerator
+from producer.score_producer import ScoreProducer, ensure_topic
 from schemas.codec import ScoreEventCodec
-from sources.loadgen import EXPECTED_VALUES, MAX_PLAYERS, LoadConfig, LoadGenerator
-from sources.producer import ScoreProducer, ensure_topic
 
 #: Timestamp spacing when producing as fast as possible (``--rate 0``).
 DEFAULT_TS_RATE = 100_000.0

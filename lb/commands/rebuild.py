@@ -13,7 +13,7 @@ live head, is followed by one.
 ``--offline`` keeps the old way: stop ``lb run`` first; the replay runs as
 Bytewax processes (``--processes``/``--workers``) up to the end offsets seen
 at its start, without a recovery store and without writing dead letters, then
-every group is swapped (:mod:`sinks.namespace_swap`). Restarted afterwards,
+every group is swapped (:mod:`jobs.namespace_swap`). Restarted afterwards,
 the job resumes from its recovery store and skips what the rebuild applied.
 """
 
@@ -28,10 +28,10 @@ from config.clients import redis_client
 from config.settings import Settings
 from domain.backfill_plan import staging_namespace as _staging
 from domain.errors import ConfigError
+from jobs.namespace_swap import drop_namespace, swap_namespace
 from lb.commands.backfill import add_common_flags, run_backfill
 from lb.commands.run import add_scaling_flags, launch
 from lb.progress_bar import Bar
-from sinks.namespace_swap import drop_namespace, swap_namespace
 from telemetry import derive, scrape, server
 
 FLOW_ID = "rebuild"

@@ -34,10 +34,10 @@ from domain.errors import ConfigError, LeaderboardError, ServiceError
 from domain.games import GameCatalog
 from domain.signing import parse_keyring
 from domain.validation import Validator
+from jobs.dead_letter_reader import Letter, read_letters
 from jobs.verifier import Difference, LogReader, Verifier, VerifyReport
 from readers.games import what_exists_instead
 from schemas.decode_verify import decode_verifier
-from sources.dead_letter_reader import Letter, read_letters
 
 
 def _progress(started: float) -> object:

@@ -1,4 +1,4 @@
-"""The atomic cut-over of one board group (``sinks.cutover``) against real Redis:
+"""The atomic cut-over of one board group (``jobs.cutover``) against real Redis:
 which watermark it writes for each live/staged position, and what moves."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sinks.cutover import BEHIND, FOREIGN, Replaced, fill_group, replace_group
+from jobs.cutover import BEHIND, FOREIGN, Replaced, fill_group, replace_group
 
 T = "score-events"
 

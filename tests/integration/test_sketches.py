@@ -25,9 +25,9 @@ from domain.games import GameCatalog, GameConfig
 from domain.ranking import percentile as exact_percentile
 from domain.sketches import DEFAULT_K, HEADER_SIZE, PublishedSketch, sketch_key
 from domain.windows import WindowKind, window_for
+from jobs.sketch_publisher import SketchPublisher
 from lb import cli
 from readers.sketches import SketchCache, approximate_percentile, published_sketch
-from sinks.sketch_publisher import SketchPublisher
 
 NOW_MS = int(datetime(2026, 5, 6, 12, 0, tzinfo=UTC).timestamp() * 1000)  # a Wednesday
 ALLTIME_SLOTS = (datetime(2040, 1, 1, tzinfo=UTC) - datetime(2020, 1, 1, tzinfo=UTC)).days * 86_400

@@ -46,7 +46,7 @@ import redis
 from domain.errors import ServiceError
 from domain.keys import GroupKeys, is_board_suffix, tag_of
 from domain.windows import WindowKind
-from sinks.namespace_swap import is_projection_key
+from jobs.namespace_swap import is_projection_key
 
 #: The live group has applied records the replay has not read yet: read more, retry.
 BEHIND = -1
