@@ -31,6 +31,7 @@ from typing import Any, TextIO
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from adapters.redis import text_of
 from config.clients import redis_client
 from config.settings import Settings, child_environment
 from producer.score_producer import ensure_topic
@@ -244,7 +245,7 @@ def stats_key(namespace: str, game: str = GAME) -> str:
 def counted(client: Any, namespace: str, game: str = GAME) -> tuple[int, dict[str, int]]:
     """(applied + noop + duplicate, every counter) of one game's ``meta:stats``."""
     raw = client.hgetall(stats_key(namespace, game))
-    stats = {(k.decode() if isinstance(k, bytes) else str(k)): int(v) for k, v in raw.items()}
+    stats = {text_of(k): int(v) for k, v in raw.items()}
     return sum(stats.get(name, 0) for name in COUNTED), stats
 
 

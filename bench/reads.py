@@ -433,7 +433,7 @@ def measure(
         result["load_s"] = {"redis": round(load_redis(client, key, values), 1)}
         del values
         result["redis_bytes_per_player"] = round(
-            int(client.memory_usage(key, samples=0)) / players, 1
+            (client.memory_usage(key, samples=0) or 0) / players, 1
         )
         boards = BoardReader(client, catalog, namespace)
         friends = FriendsReader(client, catalog, namespace, rng=random.Random(1))

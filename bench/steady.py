@@ -449,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
             idle = idle_reads(scratch, settings, args)
         finally:
             for name, value in slowlog.items():
-                client.config_set(name, value)
+                client.config_set(str(name), str(value))
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, redis_pid, niceness)
     summary = {

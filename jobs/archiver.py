@@ -52,14 +52,14 @@ import pyarrow.parquet as pq
 import redis
 from redis.exceptions import RedisClusterException
 
+from adapters.redis import RedisClient, text
 from domain.errors import QueryError, ServiceError
 from domain.games import GameCatalog, GameConfig
 from domain.keys import GroupKeys
 from domain.ranking import Member, board_key
 from domain.windows import Window, WindowKind
 from jobs.topk_merger import glob_escape
-from readers import RedisClient
-from readers.boards import Board, BoardReader, call, execute, members_with_scores, text
+from readers.boards import Board, BoardReader, call, execute, members_with_scores
 
 __all__ = [
     "MANIFEST_VERSION",
@@ -212,7 +212,7 @@ class Archiver:
     ) -> None:
         if margin_ms < 0 or chunk < 1 or batch_rows < 1:
             raise ValueError("margin_ms must be >= 0, chunk and batch_rows positive")
-        self._client: Any = client
+        self._client: RedisClient = client
         self._catalog = catalog
         self._reader = BoardReader(client, catalog, namespace)
         self.namespace = namespace

@@ -7,15 +7,20 @@ starts, so a read always finishes even while the job keeps adding letters.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from domain.errors import ServiceError
-from sinks.dead_letter_tail import header_map
+from adapters.kafka import (
+    consume_to_end,
+    headers_of,
+    reading_consumer,
+    topic_partitions,
+    watermarks,
+)
+from domain.errors import MissingTopic, ServiceError
 
 
 @dataclass(frozen=True)
@@ -36,15 +41,8 @@ class Letter:
 
 
 def _consumer(config: Mapping[str, Any], group: str) -> Consumer:
-    return Consumer(
-        {
-            **config,
-            "group.id": group,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-            "fetch.wait.max.ms": 50,
-        }
+    return reading_consumer(
+        config, group, extra={"auto.offset.reset": "earliest", "fetch.wait.max.ms": 50}
     )
 
 
@@ -64,67 +62,35 @@ def read_letters(
     """
     consumer = _consumer(config, group)
     try:
-        meta = consumer.list_topics(topic, timeout=timeout_s)
-        info = meta.topics.get(topic)
-        if info is None or info.error is not None:
-            raise ServiceError(f"the dead-letter topic {topic!r} (LB_DLQ_TOPIC) does not exist")
-        partitions = sorted(info.partitions)
-        starts = {p: 0 for p in partitions}
+        try:
+            partitions = topic_partitions(config, topic, timeout_s)
+        except MissingTopic as exc:
+            raise MissingTopic(
+                f"the dead-letter topic {topic!r} (LB_DLQ_TOPIC) does not exist"
+            ) from exc
+        low, ends = watermarks(consumer, topic, partitions, timeout_s)
+        starts = dict(low)
         if from_committed:
             committed = consumer.committed(
                 [TopicPartition(topic, p) for p in partitions], timeout=timeout_s
             )
-            starts.update({tp.partition: tp.offset for tp in committed if tp.offset >= 0})
-        ends: dict[int, int] = {}
-        assignment = []
-        for p in partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
-            ends[p] = high
-            start = max(low, starts[p])
-            if start < high:
-                assignment.append(TopicPartition(topic, p, start))
-        letters = list(_consume(consumer, topic, assignment, ends, timeout_s))
+            starts.update({tp.partition: max(low[tp.partition], tp.offset) for tp in committed})
+        letters = [
+            Letter(
+                msg.partition() or 0,
+                msg.offset() or 0,
+                msg.timestamp()[1],
+                msg.key(),
+                msg.value(),
+                headers_of(msg),
+            )
+            for msg in consume_to_end(consumer, topic, starts, ends, timeout_s)
+        ]
     except KafkaException as exc:
         raise ServiceError(f"cannot read {topic!r}: {exc}") from exc
     finally:
         consumer.close()
     return letters, ends
-
-
-def _consume(
-    consumer: Consumer,
-    topic: str,
-    assignment: list[TopicPartition],
-    ends: Mapping[int, int],
-    timeout_s: float,
-) -> Iterator[Letter]:
-    """Letters of each assigned partition before its end offset.
-
-    A partition is done when the consumer's *position* reaches its end: the
-    job writes letters in transactions, whose commit markers (and aborted
-    letters) take offsets no committed reader is ever given.
-    """
-    waiting = {tp.partition for tp in assignment}
-    consumer.assign(assignment)
-    deadline = time.monotonic() + timeout_s
-    while waiting:
-        if time.monotonic() > deadline:
-            raise ServiceError(f"timed out reading {topic!r}")
-        for msg in consumer.consume(num_messages=1000, timeout=0.2):
-            if msg.error() is not None:
-                continue
-            partition, offset = msg.partition() or 0, msg.offset() or 0
-            if offset < ends[partition]:
-                yield Letter(
-                    partition,
-                    offset,
-                    msg.timestamp()[1],
-                    msg.key(),
-                    msg.value(),
-                    header_map(msg.headers()),  # type: ignore[arg-type]
-                )
-        positions = consumer.position([TopicPartition(topic, p) for p in waiting])
-        waiting -= {tp.partition for tp in positions if tp.offset >= ends[tp.partition]}
 
 
 def count_letters(config: Mapping[str, Any], topic: str, timeout_s: float = 60.0) -> int:

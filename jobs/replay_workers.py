@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any, cast
 
+from adapters.kafka import LogReader
+from adapters.redis import RedisClient
 from config.clients import game_catalog, quiet_kafka_config, redis_client
 from config.heap import tune_for_streaming
 from config.settings import Settings
@@ -41,13 +43,12 @@ from domain.records import Accepted
 from domain.signing import parse_keyring
 from domain.validation import Validator
 from jobs.replay import apply_round
-from jobs.verifier import LogReader
 from schemas.decode_verify import decode_verifier
 from sinks.boards import RedisBoardStore
 
 #: Builds a worker's Redis client, log reader and validator (picklable: a
 #: top-level function or a ``functools.partial`` of one).
-Tools = Callable[[], tuple[Any, LogReader, Validator]]
+Tools = Callable[[], tuple[RedisClient, LogReader, Validator]]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -74,7 +75,7 @@ def raise_expiries(floor_s: int, plan: WritePlan) -> None:
 
 def replay_part(
     part: Part,
-    client: Any,
+    client: RedisClient,
     log: LogReader,
     validator: Validator,
     progress: Callable[[int], None],
@@ -190,8 +191,8 @@ def run_parts(parts: list[Part], tools: Tools, progress: Callable[[int], None]) 
 
 
 def replay_tools(
-    settings: Settings, topic: str, client: Any = None
-) -> tuple[Any, LogReader, Validator]:
+    settings: Settings, topic: str, client: RedisClient | None = None
+) -> tuple[RedisClient, LogReader, Validator]:
     """A replayer's Redis client, log reader and validator.
 
     Top-level, so that ``functools.partial(replay_tools, settings, topic)``

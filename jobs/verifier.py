@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from adapters.kafka import LogReader
+from adapters.redis import RedisClient, Script, text, text_of
 from domain.errors import ServiceError
 from domain.healing import PROGRESS_FIELD
 from domain.keys import GroupKeys, group_tag, progress_key, tag_of
@@ -43,7 +44,6 @@ from jobs.namespace_swap import drop_namespace
 from jobs.replay import apply_replayed
 from jobs.topk_merger import glob_escape
 from sinks.boards import RedisBoardStore
-from sources.kafka_source import topic_partitions
 
 #: Members per ZSCAN/ZMSCORE chunk (first pass) and per atomic re-read (second pass).
 CHUNK = 5_000
@@ -51,7 +51,8 @@ SETTLE_CHUNK = 2_000
 
 #: Reads a group's watermarks, counters and some members' values in one atomic call
 #: (board members, or fields of a tournament's attempts or seats hash).
-READ_AT_ONCE = """
+READ_AT_ONCE = Script(
+    """
 -- KEYS[1] meta:wm, KEYS[2] meta:stats, KEYS[3..] boards or count hashes;
 -- ARGV: per key n, member*
 local out = {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}
@@ -69,6 +70,7 @@ for k = 3, #KEYS do
 end
 return out
 """
+)
 
 
 @dataclass(frozen=True)
@@ -134,93 +136,6 @@ class VerifyReport:
         }
 
 
-class LogReader:
-    """Reads offset ranges of the topic's partitions as record batches."""
-
-    def __init__(self, kafka_config: dict[str, str], topic: str) -> None:
-        self._config = kafka_config
-        self._topic = topic
-
-    @property
-    def config(self) -> dict[str, str]:
-        """The Kafka client properties it reads with."""
-        return dict(self._config)
-
-    def ends(self) -> dict[int, int]:
-        """Each partition's end offset (the next offset to be written)."""
-        consumer = self._consumer()
-        try:
-            return {
-                p: consumer.get_watermark_offsets(TopicPartition(self._topic, p), timeout=30)[1]
-                for p in topic_partitions(self._config, self._topic)
-            }
-        except KafkaException as exc:
-            raise ServiceError(f"cannot read the offsets of {self._topic!r}: {exc}") from exc
-        finally:
-            consumer.close()
-
-    def read(
-        self, ranges: dict[int, tuple[int, int]], batch_max: int = 5_000
-    ) -> Iterator[RecordBatch]:
-        """Batches of every ``partition -> (first, last)`` range (``last`` inclusive)."""
-        for batches in self.rounds(ranges, batch_max):
-            yield from batches
-
-    def rounds(
-        self, ranges: Mapping[int, tuple[int, int]], batch_max: int = 5_000
-    ) -> Iterator[list[RecordBatch]]:
-        """Like :meth:`read`, a list per poll: at most one batch per partition.
-
-        Batches of distinct partitions can share one read and one write round
-        trip (:func:`jobs.replay.apply_round`).
-        """
-        todo = {p: span for p, span in ranges.items() if span[1] >= span[0]}
-        if not todo:
-            return
-        consumer = self._consumer()
-        try:
-            consumer.assign([TopicPartition(self._topic, p, a) for p, (a, _) in todo.items()])
-            idle_since = time.monotonic()
-            while todo:
-                buffers: dict[int, list[SourceRecord]] = {}
-                for msg in consumer.consume(num_messages=batch_max, timeout=0.5):
-                    err = msg.error()
-                    p = msg.partition() or 0
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            todo.pop(p, None)
-                            continue
-                        raise ServiceError(f"Kafka error on {self._topic}[{p}]: {err}")
-                    offset = msg.offset() or 0
-                    span = todo.get(p)
-                    if span is None or offset > span[1]:
-                        todo.pop(p, None)
-                        continue
-                    buffers.setdefault(p, []).append(
-                        SourceRecord(offset, msg.timestamp()[1], msg.key(), msg.value())
-                    )
-                    if offset >= span[1]:
-                        todo.pop(p, None)
-                if buffers:
-                    idle_since = time.monotonic()
-                    yield [RecordBatch(self._topic, p, tuple(recs)) for p, recs in buffers.items()]
-                if time.monotonic() - idle_since > 60:
-                    raise ServiceError(f"no records from {self._topic!r} for 60 s")
-        finally:
-            consumer.close()
-
-    def _consumer(self) -> Consumer:
-        return Consumer(
-            {
-                **self._config,
-                "group.id": f"lb-verify-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "log_level": 3,
-            }
-        )
-
-
 #: ``(records so far, records in all)``: called now and then while replaying.
 Progress = Callable[[int, int], None]
 
@@ -230,7 +145,7 @@ class Verifier:
 
     def __init__(
         self,
-        client: Any,
+        client: RedisClient,
         log: LogReader,
         validator: Validator,
         namespace: str,
@@ -293,15 +208,13 @@ class Verifier:
         """Live watermarks per group; for the rest, the progress offset or the log's end."""
         try:
             for raw in self._client.scan_iter(match=f"{self._namespace}:*:meta:wm", count=1000):
-                key = raw.decode() if isinstance(raw, bytes) else raw
+                key = text(raw)
                 tag = tag_of(key)
                 if not self._wanted(tag):
                     continue
                 cut = self._cut.setdefault(tag, {})
                 for name, value in self._client.hgetall(key).items():
-                    topic, _, part = (
-                        name.decode() if isinstance(name, bytes) else name
-                    ).rpartition("/")
+                    topic, _, part = (text(name)).rpartition("/")
                     if topic == self._topic:
                         cut[int(part)] = int(value)
             ends = self._log.ends()
@@ -382,14 +295,14 @@ class Verifier:
         """Every group either side has (live watermarks, or the scratch replay)."""
         found = set(self._cut)
         for raw in self._client.scan_iter(match=f"{self.scratch}:*:meta:wm", count=1000):
-            found.add(tag_of(raw.decode() if isinstance(raw, bytes) else raw))
+            found.add(tag_of(text(raw)))
         return sorted(tag for tag in found if self._wanted(tag))
 
     def _windows(self, tag: str) -> list[str]:
         live, scratch = GroupKeys(self._namespace, tag), GroupKeys(self.scratch, tag)
         out: set[str] = set()
         for key in (live.boards, scratch.boards):
-            out |= {m.decode() if isinstance(m, bytes) else m for m in self._client.smembers(key)}
+            out |= {text(m) for m in self._client.smembers(key)}
         return sorted(out)
 
     def _compare(self, tag: str, report: VerifyReport) -> list[Difference]:
@@ -403,7 +316,7 @@ class Verifier:
             report.boards += 1
             for chunk in _chunks(self._client.zscan_iter(live_key, count=CHUNK), CHUNK):
                 report.members += len(chunk)
-                players = [_text(m) for m, _ in chunk]
+                players = [text_of(m) for m, _ in chunk]
                 expected = self._client.zmscore(scratch_key, players)
                 for player, (_, value), want in zip(players, chunk, expected, strict=True):
                     if want is None:
@@ -413,7 +326,7 @@ class Verifier:
                             Difference(tag, window, player, "wrong value", int(value), int(want))
                         )
             for chunk in _chunks(self._client.zscan_iter(scratch_key, count=CHUNK), CHUNK):
-                players = [_text(m) for m, _ in chunk]
+                players = [text_of(m) for m, _ in chunk]
                 present = self._client.zmscore(live_key, players)
                 for player, (_, want), value in zip(players, chunk, present, strict=True):
                     if value is None:
@@ -430,7 +343,7 @@ class Verifier:
             for kind in ("attempts", "entries"):
                 pattern = f"{glob_escape(keys.prefix)}meta:{kind}:*"
                 for raw in self._client.scan_iter(match=pattern, count=1000):
-                    names.add(_text(raw)[len(keys.prefix) :])
+                    names.add(text_of(raw)[len(keys.prefix) :])
         out: list[Difference] = []
         for name in sorted(names):
             report.boards += 1
@@ -440,7 +353,7 @@ class Verifier:
                 (scratch_key, live_key, False),
             ):
                 for chunk in _chunks(self._client.hscan_iter(first, count=CHUNK), CHUNK):
-                    fields = [_text(f) for f, _ in chunk]
+                    fields = [text_of(f) for f, _ in chunk]
                     others = self._client.hmget(second, fields)
                     for field_name, (_, value), other in zip(fields, chunk, others, strict=True):
                         if other is not None and (not live_first or int(other) == int(value)):
@@ -471,7 +384,7 @@ class Verifier:
         for window in windows:
             args += [len(by_window[window]), *by_window[window]]
         keys = [live.watermarks, live.stats, *(live.board(w) for w in windows)]
-        answer = self._client.eval(READ_AT_ONCE, len(keys), *keys, *args)
+        answer = READ_AT_ONCE(self._client, keys, args)
         watermarks = _pairs(answer[0])
         live_stats = {name: int(v) for name, v in _pairs(answer[1]).items()}
         upto: dict[int, int] = {}
@@ -483,6 +396,7 @@ class Verifier:
         out: list[Difference] = []
         for window, values in zip(windows, answer[2:], strict=True):
             players = by_window[window]
+            expected: list[Any]
             if window.startswith("meta:"):  # a tournament's attempts or seats hash
                 expected = self._client.hmget(scratch.board(window), players)
             else:
@@ -499,7 +413,7 @@ class Verifier:
         return out
 
     def _stats(self, key: str) -> dict[str, int]:
-        return {_text(k): int(v) for k, v in self._client.hgetall(key).items()}
+        return {text_of(k): int(v) for k, v in self._client.hgetall(key).items()}
 
 
 def rejudged(validator: Validator, letters: Iterable[Letter], topic: str) -> dict[str, int]:
@@ -568,12 +482,8 @@ def _counter_diffs(tag: str, live: dict[str, int], log: dict[str, int]) -> list[
     ]
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _pairs(flat: Sequence[Any]) -> dict[str, Any]:
-    return {_text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+    return {text_of(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
 
 
 def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -587,4 +497,4 @@ def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield chunk
 
 
-__all__ = ["Difference", "LogReader", "Verifier", "VerifyReport"]
+__all__ = ["Difference", "Verifier", "VerifyReport"]

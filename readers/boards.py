@@ -55,6 +55,7 @@ from typing import Any, Literal
 import redis
 from redis.exceptions import RedisClusterException
 
+from adapters.redis import RedisClient, Script, text
 from domain.errors import QueryError, ServiceError
 from domain.games import GameCatalog, GameConfig
 from domain.keys import LIVE_NAMESPACE, GroupKeys, shard_of, shard_tag
@@ -81,7 +82,6 @@ from domain.scoring import TieCodec
 from domain.topk import global_top_key
 from domain.validation import MAX_ID_LENGTH
 from domain.windows import Window, WindowKind
-from readers import RedisClient
 from readers.answers import (
     AroundAnswer,
     PlayerTournament,
@@ -115,7 +115,8 @@ _SHARDED_ATTEMPTS = 3
 
 #: KEYS[1] board; ARGV[1] playerId, ARGV[2] slots.
 #: Returns {0-based ZREVRANK or nil, composite text or nil, ZCARD, lower-score count or nil}.
-RANK_SCRIPT = """
+RANK_SCRIPT = Script(
+    """
 local n = redis.call('ZCARD', KEYS[1])
 local c = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not c then return {false, false, n, false} end
@@ -125,10 +126,12 @@ local floor = v - math.fmod(v, tonumber(ARGV[2]))
 local lower = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. string.format('%.17g', floor))
 return {r, c, n, lower}
 """
+)
 
 #: KEYS[1] board; ARGV[1] playerId, ARGV[2] k.
 #: Returns nil, or {0-based ZREVRANK, {member, composite, ...} of ranks r-k .. r+k}.
-AROUND_SCRIPT = """
+AROUND_SCRIPT = Script(
+    """
 local r = redis.call('ZREVRANK', KEYS[1], ARGV[1])
 if not r then return false end
 local k = tonumber(ARGV[2])
@@ -136,6 +139,7 @@ local lo = r - k
 if lo < 0 then lo = 0 end
 return {r, redis.call('ZREVRANGE', KEYS[1], lo, r + k, 'WITHSCORES')}
 """
+)
 
 
 class UnknownGameError(QueryError):
@@ -185,11 +189,6 @@ def _check_int(name: str, value: int, low: int, high: int | None) -> None:
         raise QueryError(f"{name} must be {bound}, got {value}")
 
 
-def text(value: bytes | str) -> str:
-    """A member from a reply: bytes from a default client, str from a decoding one."""
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def members_with_scores(pairs: Sequence[tuple[bytes | str, float]]) -> list[Member]:
     """Members of a ``WITHSCORES`` reply as parsed by redis-py (a list of pairs)."""
     return [Member(text(member), composite_of(score)) for member, score in pairs]
@@ -230,7 +229,7 @@ class BoardReader:
     ) -> None:
         if not namespace or any(c in namespace for c in "{}: "):
             raise QueryError(f"namespace must be non-empty without {{}}: or spaces: {namespace!r}")
-        self._client: Any = client
+        self._client: RedisClient = client
         self._catalog = catalog
         self.namespace = namespace
         self._sketches = SketchCache()
@@ -501,7 +500,7 @@ class BoardReader:
         return answer
 
     def _rank_single(self, board: Board, player_id: str) -> tuple[int, int, int, int] | None:
-        reply = call(self._client.eval, RANK_SCRIPT, 1, board.keys[0], player_id, board.codec.slots)
+        reply = call(RANK_SCRIPT, self._client, [board.keys[0]], [player_id, board.codec.slots])
         return self.parse_rank_reply(reply)
 
     @staticmethod
@@ -651,7 +650,7 @@ class BoardReader:
     def _around_single(
         self, board: Board, player_id: str, k: int
     ) -> tuple[int, list[Member], Member, list[Member]] | None:
-        reply = call(self._client.eval, AROUND_SCRIPT, 1, board.keys[0], player_id, k)
+        reply = call(AROUND_SCRIPT, self._client, [board.keys[0]], [player_id, k])
         return self.parse_around_reply(reply, k)
 
     @staticmethod

@@ -30,13 +30,14 @@ import sys
 import time
 from types import FrameType
 
+from adapters.kafka import LogReader
 from config.clients import game_catalog, probe_kafka, quiet_kafka_config, redis_client
 from config.heap import tune_for_streaming
 from config.settings import Settings
 from domain.backfill_plan import BackfillPlan, Bound, parse_bound, staging_namespace
 from domain.errors import ConfigError, QueryError
 from domain.windows import window_from_id
-from jobs.backfill import Backfill, KafkaOffsets, make_plan, plan_notes
+from jobs.backfill import Backfill, make_plan, plan_notes
 from jobs.replay_workers import replay_tools
 
 
@@ -75,18 +76,17 @@ def run_backfill(
         client.ping()
     probe_kafka(settings)
     kafka = quiet_kafka_config(settings)
-    offsets = KafkaOffsets(kafka, topic)
+    offsets = LogReader(kafka, topic)
     plan: BackfillPlan = make_plan(offsets, topic, games, start, until, windows)
     for note in plan_notes(plan, start, until):
         print(f"lb {kind}: {note}", file=sys.stderr)
     if dry_run:
         print(json.dumps(plan.describe()))
         return 0
-    _, log, validator = replay_tools(settings, topic, client)
+    replayer, log, validator = replay_tools(settings, topic, client)
     job = Backfill(
-        client,
+        replayer,
         log,
-        offsets,
         validator,
         plan,
         live=settings.namespace,

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from adapters.redis import RedisClient
 from config.settings import Settings
 from domain.errors import ConfigError, LeaderboardError
 from domain.games import GameCatalog, GameConfig
@@ -44,7 +45,7 @@ Ints = npt.NDArray[np.int64]
 
 
 def _games(
-    args: argparse.Namespace, client: Any, catalog: GameCatalog, namespace: str
+    args: argparse.Namespace, client: RedisClient, catalog: GameCatalog, namespace: str
 ) -> list[str]:
     """The games named by --game, else every game with boards (found again each round)."""
     if args.game:

@@ -21,8 +21,8 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from adapters.kafka import header_map
 from infra import services as svc
-from sinks.dead_letter_tail import header_map
 from tests.integration.streams import (
     REPO,
     Planned,

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from adapters.kafka import header_map
 from domain.signing import parse_keyring, signed_event
 from schemas.codec import ScoreEventCodec
-from sinks.dead_letters import header_map
 from tests.integration.streams import (
     KEYS,
     Planned,

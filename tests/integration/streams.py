@@ -12,7 +12,6 @@ import os
 import random
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -21,8 +20,9 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
+from adapters.kafka import consume_to_end, reading_consumer, topic_offsets
 from domain.events import EventKind
 from domain.signing import parse_keyring, signed_event
 from schemas.codec import ScoreEventCodec
@@ -407,34 +407,11 @@ def read_dead_letters(bootstrap: str, topic: str, timeout_s: float = 90.0) -> li
     when a poll comes back empty: a broker that just restarted may take
     seconds to serve its first fetch. Fails after ``timeout_s`` naming the gap.
     """
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": uuid.uuid4().hex,
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
-    )
+    config = {"bootstrap.servers": bootstrap}
+    consumer = reading_consumer(config)
     try:
-        meta = consumer.list_topics(topic, timeout=30).topics[topic]
-        got: list[Any] = []
-        deadline = time.monotonic() + timeout_s
-        for p in meta.partitions:
-            tp = TopicPartition(topic, p)
-            low, high = consumer.get_watermark_offsets(tp, timeout=30)
-            if high <= low:
-                continue
-            consumer.assign([TopicPartition(topic, p, low)])
-            while (at := consumer.position([tp])[0].offset) < high:
-                assert time.monotonic() < deadline, (
-                    f"{topic}[{p}] read up to offset {at} of {high} in {timeout_s:g} s"
-                )
-                got += [
-                    m
-                    for m in consumer.consume(500, timeout=1.0)
-                    if m.error() is None and (m.offset() or 0) < high
-                ]
-        return got
+        low, high = topic_offsets(config, topic)
+        return list(consume_to_end(consumer, topic, low, high, timeout_s))
     finally:
         consumer.close()
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sinks.dead_letters import header_map
+from adapters.kafka import header_map
 from tests.integration.streams import (
     lb,
     oracle,

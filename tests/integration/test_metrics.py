@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from sinks.dead_letters import header_map
+from adapters.kafka import header_map
 from telemetry import derive, server
 from tests.integration.streams import (
     GAMES,

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from sinks.dead_letters import header_map
+from adapters.kafka import header_map
 from tests.integration.streams import job_env, lb, read_dead_letters, read_stats
 
 
