@@ -59,7 +59,8 @@ from domain.keys import GroupKeys
 from domain.ranking import Member, board_key
 from domain.windows import Window, WindowKind
 from jobs.topk_merger import glob_escape
-from readers.boards import Board, BoardReader, call, execute, members_with_scores
+from readers.board_reads import call, execute, members_with_scores
+from readers.boards import Board, BoardReader
 
 __all__ = [
     "MANIFEST_VERSION",

@@ -50,7 +50,8 @@ from domain.keys import GroupKeys
 from domain.ranking import Member
 from domain.topk import DEFAULT_K, global_top_key, live_windows, merge_shard_tops, stored_members
 from domain.windows import Window
-from readers.boards import Board, BoardReader, execute, members_with_scores
+from readers.board_reads import execute, members_with_scores
+from readers.boards import Board, BoardReader
 
 __all__ = ["WRITE_TOP", "MergeReport", "TopKMerger", "glob_escape"]
 

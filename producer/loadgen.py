@@ -113,20 +113,19 @@ class LoadConfig:
     key_ids: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
+        self._check_shape()
+        self._check_games()
+        self._check_ratios()
+        self._check_bad_kinds()
+
+    def _check_shape(self) -> None:
+        """Rate, players, distributions and time offsets."""
         if not self.rate > 0 or math.isinf(self.rate):
             raise ConfigError(f"rate must be a positive number of events/s, got {self.rate}")
         if not 1 <= self.players <= MAX_PLAYERS:
             raise ConfigError(f"players must be within 1..{MAX_PLAYERS}, got {self.players}")
         if not self.zipf_s >= 0 or math.isinf(self.zipf_s):
             raise ConfigError(f"zipf_s must be >= 0 (0 = uniform), got {self.zipf_s}")
-        if not self.games:
-            raise ConfigError("games must name at least one game")
-        invalid = [g for g in (*self.games, *self.unknown_games) if not valid_game_id(g)]
-        if invalid:
-            # The job would dead-letter these as SCHEMA, not as what they stand for.
-            raise ConfigError(f"game ids {invalid} are not [A-Za-z0-9._-]{{1,64}}")
-        if set(self.games) & set(self.unknown_games):
-            raise ConfigError("a game cannot be both known (games) and unknown (unknown_games)")
         if self.score_dist not in SCORE_DISTRIBUTIONS:
             raise ConfigError(f"score_dist must be one of {SCORE_DISTRIBUTIONS}")
         if self.max_score < 1:
@@ -137,12 +136,26 @@ class LoadConfig:
             raise ConfigError("max_lag_ms and future_skew_ms must be >= 0")
         if self.dup_window < 1:
             raise ConfigError("dup_window must be at least 1")
+
+    def _check_games(self) -> None:
+        if not self.games:
+            raise ConfigError("games must name at least one game")
+        invalid = [g for g in (*self.games, *self.unknown_games) if not valid_game_id(g)]
+        if invalid:
+            # The job would dead-letter these as SCHEMA, not as what they stand for.
+            raise ConfigError(f"game ids {invalid} are not [A-Za-z0-9._-]{{1,64}}")
+        if set(self.games) & set(self.unknown_games):
+            raise ConfigError("a game cannot be both known (games) and unknown (unknown_games)")
+
+    def _check_ratios(self) -> None:
         for name in ("retract_ratio", "dup_ratio", "bad_ratio"):
             ratio = getattr(self, name)
             if not 0.0 <= ratio <= 1.0:
                 raise ConfigError(f"{name} must be within 0..1, got {ratio}")
         if self.dup_ratio + self.bad_ratio > 1.0:
             raise ConfigError("dup_ratio + bad_ratio must not exceed 1")
+
+    def _check_bad_kinds(self) -> None:
         kinds = self.effective_bad_kinds
         unknown = sorted(set(kinds) - set(BAD_CODES))
         if unknown:

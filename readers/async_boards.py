@@ -22,6 +22,7 @@ from redis.exceptions import RedisClusterException
 from adapters.redis import AsyncRedisClient
 from domain.errors import ServiceError
 from domain.ranking import rank_mode, visible_rank
+from readers.board_reads import check_player_id, members_with_scores
 from readers.boards import (
     AROUND_SCRIPT,
     RANK_SCRIPT,
@@ -29,8 +30,6 @@ from readers.boards import (
     BoardReader,
     RankAnswer,
     TopPage,
-    check_player_id,
-    members_with_scores,
 )
 
 

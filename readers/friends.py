@@ -38,7 +38,8 @@ from domain.games import GameCatalog
 from domain.keys import LIVE_NAMESPACE, GroupKeys, shard_tag
 from domain.ranking import Entry, Member, composite_of, entries, jittered_ttl_ms, rank_members
 from readers.answers import FriendsBoard
-from readers.boards import Board, BoardReader, call, check_player_id, execute, flat_members
+from readers.board_reads import call, check_player_id, execute, flat_members
+from readers.boards import Board, BoardReader
 
 __all__ = [
     "DEFAULT_CACHE_TTL_MS",

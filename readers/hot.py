@@ -17,7 +17,8 @@ from domain.keys import LIVE_NAMESPACE
 from domain.ranking import MAX_LIMIT
 from domain.validation import MAX_ID_LENGTH
 from readers.answers import HotAnswer, HotPlayer, HotRow
-from readers.boards import UnknownGameError, call
+from readers.board_reads import call
+from readers.boards import UnknownGameError
 
 __all__ = ["HotAnswer", "HotReader", "answer_of"]
 
