@@ -71,8 +71,8 @@ from domain.events import EventKind, ScoreEvent
 from domain.games import GameCatalog, GameConfig
 from domain.keys import GroupKeys
 from domain.signing import Keyring, parse_keyring, sign
-from producer.loadgen import ZipfSampler
 from producer.score_producer import ScoreProducer
+from producer.zipf import ZipfSampler
 from readers.boards import BoardReader
 from schemas.codec import ScoreEventCodec
 

@@ -36,7 +36,8 @@ from domain.games import GameCatalog
 from domain.signing import parse_keyring
 from domain.validation import Validator
 from jobs.dead_letter_reader import Letter, read_letters
-from jobs.verifier import Difference, Verifier, VerifyReport
+from jobs.verifier import Verifier
+from jobs.verify_report import Difference, VerifyReport
 from readers.games import what_exists_instead
 from schemas.decode_verify import decode_verifier
 

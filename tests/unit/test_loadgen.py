@@ -21,9 +21,8 @@ from producer.loadgen import (
     GeneratedRecord,
     LoadConfig,
     LoadGenerator,
-    ZipfSampler,
-    zipf_pmf,
 )
+from producer.zipf import ZipfSampler, zipf_pmf
 from schemas.codec import ScoreEventCodec
 
 START_MS = 1_777_900_000_000  # 2026-05-04
