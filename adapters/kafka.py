@@ -212,6 +212,16 @@ def consume_to_end(
                 waiting.discard(tp.partition)
 
 
+def read_topic(config: Mapping[str, Any], topic: str, timeout_s: float = 90.0) -> list[Message]:
+    """Every record ``topic`` holds now (up to the end offsets seen at the start)."""
+    consumer = reading_consumer(config)
+    try:
+        low, high = topic_offsets(config, topic)
+        return list(consume_to_end(consumer, topic, low, high, timeout_s))
+    finally:
+        consumer.close()
+
+
 def header_map(headers: Sequence[tuple[str, bytes | None]] | None) -> dict[str, str]:
     """A record's headers as text (undecodable bytes replaced)."""
     return {k: (v or b"").decode("utf-8", "replace") for k, v in headers or []}

@@ -25,10 +25,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from adapters.redis import RedisClient
 from infra import replicated
 from infra.launch import bytewax_argv
 from infra.netns import Host, Network, network, unavailable
@@ -106,7 +106,7 @@ class FleetEnv:
     services: Services
     topic: str
     namespace: str
-    client: Any
+    client: RedisClient
     env: dict[str, str]
     recovery: Path
     log_dir: Path
