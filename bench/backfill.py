@@ -35,6 +35,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from adapters.redis import RedisClient
 from bench.common import (
     GAME,
     Job,
@@ -69,7 +70,13 @@ class Load(threading.Thread):
     """Steady events for existing players plus timed probes; a poller marks probes seen."""
 
     def __init__(
-        self, settings: Settings, topic: str, board: str, client: Any, players: int, rate: int
+        self,
+        settings: Settings,
+        topic: str,
+        board: str,
+        client: RedisClient,
+        players: int,
+        rate: int,
     ) -> None:
         super().__init__(daemon=True)
         self._settings = settings

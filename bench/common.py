@@ -31,7 +31,7 @@ from typing import Any, TextIO
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from adapters.redis import text_of
+from adapters.redis import RedisClient, text_of
 from config.clients import redis_client
 from config.settings import Settings, child_environment
 from producer.score_producer import ensure_topic
@@ -242,7 +242,7 @@ def stats_key(namespace: str, game: str = GAME) -> str:
     return f"{namespace}:{{{game}}}:meta:stats"
 
 
-def counted(client: Any, namespace: str, game: str = GAME) -> tuple[int, dict[str, int]]:
+def counted(client: RedisClient, namespace: str, game: str = GAME) -> tuple[int, dict[str, int]]:
     """(applied + noop + duplicate, every counter) of one game's ``meta:stats``."""
     raw = client.hgetall(stats_key(namespace, game))
     stats = {text_of(k): int(v) for k, v in raw.items()}
@@ -306,7 +306,7 @@ def system_cpu_s() -> dict[str, float | None]:
     return {"machine": busy / _TICK}
 
 
-def service_cpu_s(settings: Settings, client: Any) -> dict[str, float | None]:
+def service_cpu_s(settings: Settings, client: RedisClient) -> dict[str, float | None]:
     """Cumulative CPU seconds of Redis, the Kafka broker and the whole machine (context)."""
     out: dict[str, float | None] = {"redis": None, "kafka": None, **system_cpu_s()}
     try:
@@ -342,7 +342,7 @@ def cpu_delta(
 class CpuWindow:
     """Average cores used by this script, Redis, Kafka, the machine and everyone else."""
 
-    def __init__(self, settings: Settings, client: Any) -> None:
+    def __init__(self, settings: Settings, client: RedisClient) -> None:
         self._settings = settings
         self._client = client
         self._start = self._sample()

@@ -62,6 +62,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from adapters.redis import RedisClient
 from bench.common import (
     ROOT,
     CpuWindow,
@@ -155,7 +156,7 @@ def _produce(
 
 def _consume(
     settings: Settings,
-    client: Any,
+    client: RedisClient,
     topic: str,
     limit: int,
     max_seconds: float,

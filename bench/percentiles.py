@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from adapters.redis import RedisClient
 from config.settings import Settings
 from domain.games import GameCatalog, GameConfig
 from domain.ranking import percentile as exact_percentile
@@ -182,7 +183,7 @@ def measure_in_process(
 
 
 def _write_board(
-    client: Any, keys: list[str], config: GameConfig, values: Ints, ids: Ints, rng: Any
+    client: RedisClient, keys: list[str], config: GameConfig, values: Ints, ids: Ints, rng: Any
 ) -> None:
     """ZADD the composites of ``values`` for players ``p<ids>`` into their shard keys."""
     from domain.keys import shard_of
