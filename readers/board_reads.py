@@ -12,7 +12,7 @@ Client errors become :class:`~domain.errors.ServiceError`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,80 +158,93 @@ def player_value(client: RedisClient, board: Board, player_id: str) -> int | Non
     return None if raw is None else composite_of(raw)
 
 
-def rank_sharded(
-    client: RedisClient, board: Board, player_id: str
-) -> tuple[int, int, int, int] | None:
-    """``(rank, composite, lower, total)`` of a player on a sharded board; None without a score."""
+#: Queues one shard key's reads on a pipeline, at the player's value (a composite).
+KeyReads = Callable[[Any, str, int], None]
+
+
+def _at_settled_value(
+    client: RedisClient, board: Board, player_id: str, per_key: int, queue: KeyReads
+) -> tuple[int, list[list[Any]]] | None:
+    """The player's value and, per shard key, the replies of the ``per_key`` reads ``queue`` adds.
+
+    Two round trips: the value, then every key's reads with the value read again
+    beside them; when it moved in between, the reads are made again at the new
+    value (at most ``_SHARDED_ATTEMPTS`` times). None: the player has no value.
+    """
     composite = player_value(client, board, player_id)
     for attempt in range(_SHARDED_ATTEMPTS):
         if composite is None:
             return None
-        position = Member(player_id, composite)
-        c = str(composite)
-        floor = score_floor(composite, board.codec.slots)
         pipe = client.pipeline(transaction=False)
         pipe.zscore(board.key_of(player_id), player_id)
         for key in board.keys:
-            pipe.zcount(key, f"({c}", "+inf")
-            pipe.zrange(key, c, c, byscore=True)
-            pipe.zcount(key, "-inf", f"({floor}")
-            pipe.zcard(key)
+            queue(pipe, key, composite)
         answers = execute(pipe)
         now = None if answers[0] is None else composite_of(answers[0])
         if now != composite and attempt + 1 < _SHARDED_ATTEMPTS:
             composite = now  # moved between the two trips: ask again
             continue
-        above = lower = total = 0
-        ties: list[Member] = []
-        for i in range(len(board.keys)):
-            count_above, tied, count_lower, card = answers[1 + 4 * i : 5 + 4 * i]
-            above += int(count_above)
-            ties += [Member(text(m), composite) for m in tied]
-            lower += int(count_lower)
-            total += int(card)
-        total = max(total, 1)  # the shards are read one after another, not atomically
-        return count_before(position, above, ties) + 1, composite, min(lower, total), total
+        keys = range(len(board.keys))
+        return composite, [answers[1 + per_key * i : 1 + per_key * (i + 1)] for i in keys]
     return None  # pragma: no cover - the loop always returns
+
+
+def rank_sharded(
+    client: RedisClient, board: Board, player_id: str
+) -> tuple[int, int, int, int] | None:
+    """``(rank, composite, lower, total)`` of a player on a sharded board; None without a score."""
+
+    def queue(pipe: Any, key: str, composite: int) -> None:
+        c = str(composite)
+        pipe.zcount(key, f"({c}", "+inf")
+        pipe.zrange(key, c, c, byscore=True)
+        pipe.zcount(key, "-inf", f"({score_floor(composite, board.codec.slots)}")
+        pipe.zcard(key)
+
+    found = _at_settled_value(client, board, player_id, 4, queue)
+    if found is None:
+        return None
+    composite, per_key = found
+    above = lower = total = 0
+    ties: list[Member] = []
+    for count_above, tied, count_lower, card in per_key:
+        above += int(count_above)
+        ties += [Member(text(m), composite) for m in tied]
+        lower += int(count_lower)
+        total += int(card)
+    total = max(total, 1)  # the shards are read one after another, not atomically
+    position = Member(player_id, composite)
+    return count_before(position, above, ties) + 1, composite, min(lower, total), total
 
 
 def around_sharded(
     client: RedisClient, board: Board, player_id: str, k: int
 ) -> tuple[int, list[Member], Member, list[Member]] | None:
     """``(rank, above, player, below)`` on a sharded board; None without a score."""
-    composite = player_value(client, board, player_id)
-    for attempt in range(_SHARDED_ATTEMPTS):
-        if composite is None:
-            return None
-        position = Member(player_id, composite)
+
+    def queue(pipe: Any, key: str, composite: int) -> None:
         c = str(composite)
-        pipe = client.pipeline(transaction=False)
-        pipe.zscore(board.key_of(player_id), player_id)
-        for key in board.keys:
-            pipe.zcount(key, f"({c}", "+inf")
-            pipe.zrange(key, c, c, byscore=True)
-            pipe.zrange(key, f"({c}", "+inf", byscore=True, offset=0, num=k, withscores=True)
-            pipe.zrange(
-                key, f"({c}", "-inf", desc=True, byscore=True, offset=0, num=k, withscores=True
-            )
-        answers = execute(pipe)
-        now = None if answers[0] is None else composite_of(answers[0])
-        if now != composite and attempt + 1 < _SHARDED_ATTEMPTS:
-            composite = now
-            continue
-        above_count = 0
-        ties: list[Member] = []
-        ups: list[list[Member]] = []
-        downs: list[list[Member]] = []
-        for i in range(len(board.keys)):
-            count_above, tied, up, down = answers[1 + 4 * i : 5 + 4 * i]
-            above_count += int(count_above)
-            ties += [Member(text(m), composite) for m in tied]
-            ups.append(members_with_scores(up) if k else [])
-            downs.append(members_with_scores(down) if k else [])
-        before, after = neighbours(position, ties, ups, downs, k)
-        rank = count_before(position, above_count, ties) + 1
-        return rank, before, position, after
-    return None  # pragma: no cover - the loop always returns
+        pipe.zcount(key, f"({c}", "+inf")
+        pipe.zrange(key, c, c, byscore=True)
+        pipe.zrange(key, f"({c}", "+inf", byscore=True, offset=0, num=k, withscores=True)
+        pipe.zrange(key, f"({c}", "-inf", desc=True, byscore=True, offset=0, num=k, withscores=True)
+
+    found = _at_settled_value(client, board, player_id, 4, queue)
+    if found is None:
+        return None
+    composite, per_key = found
+    above_count = 0
+    ties: list[Member] = []
+    ups: list[list[Member]] = []
+    downs: list[list[Member]] = []
+    for count_above, tied, up, down in per_key:
+        above_count += int(count_above)
+        ties += [Member(text(m), composite) for m in tied]
+        ups.append(members_with_scores(up) if k else [])
+        downs.append(members_with_scores(down) if k else [])
+    position = Member(player_id, composite)
+    before, after = neighbours(position, ties, ups, downs, k)
+    return count_before(position, above_count, ties) + 1, before, position, after
 
 
 def check_player_id(player_id: str, what: str = "playerId") -> None:
