@@ -18,6 +18,7 @@ from typing import Any
 
 from adapters.kafka import header_map
 from adapters.kafka import read_topic as records_of
+from adapters.redis import RedisClient
 from domain.events import EventKind, ScoreEvent
 from schemas.codec import ScoreEventCodec
 from tests.integration.streams import (
@@ -104,7 +105,7 @@ def planned(messages: list[Any], reports: list[Path]) -> list[Planned]:
 
 
 def test_go_and_java_kits_beside_lb_produce_give_the_oracle_boards(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     build_kits()
     games = tmp_path / "games.toml"

@@ -206,7 +206,7 @@ def _state(browser: Any, element: str) -> str:
     return str(browser.find_element(By.ID, element).get_attribute("data-state"))
 
 
-def _applied(redis_client: Any, board: str, player: str) -> None:
+def _applied(redis_client: RedisClient, board: str, player: str) -> None:
     deadline = time.monotonic() + 30
     while redis_client.zscore(board, player) is None:
         assert time.monotonic() < deadline, f"the job did not apply {player}'s score"
@@ -220,7 +220,7 @@ def test_the_page_resumes_after_a_lost_connection_and_says_when_it_could_not(
     kafka_bootstrap: str,
     topic: str,
     namespace: str,
-    redis_client: Any,
+    redis_client: RedisClient,
 ) -> None:
     keys = GroupKeys(namespace, GAME)
     board = keys.board("alltime")
