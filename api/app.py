@@ -42,13 +42,13 @@ from config.version import VERSION
 from domain.errors import ConfigError
 from domain.games import GameCatalog
 from domain.signing import parse_keyring
+from producer.score_producer import ScoreProducer
 from readers import redis_client
 from readers.async_boards import AsyncBoardReader
 from readers.boards import BoardReader
 from readers.friends import FriendsReader
 from readers.hot import HotReader
 from schemas.codec import ScoreEventCodec
-from sources.producer import ScoreProducer
 
 API_VERSION = VERSION
 #: Largest request body accepted: a batch of 1,000 events is ~300 KB of JSON.

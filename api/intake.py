@@ -32,8 +32,8 @@ from domain.events import EventKind, ScoreEvent
 from domain.games import GameCatalog, valid_game_id
 from domain.outcomes import DeadLetterCode as Code
 from domain.signing import Keyring, Verdict, canonical, sign, verify
+from producer.score_producer import ScoreProducer
 from schemas.codec import ScoreEventCodec
-from sources.producer import ScoreProducer
 
 #: How long a request waits for Kafka to acknowledge its records.
 ACK_TIMEOUT_S = 10.0

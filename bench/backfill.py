@@ -35,6 +35,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from adapters.redis import RedisClient
 from bench.common import (
     GAME,
     Job,
@@ -57,8 +58,8 @@ from bench.rebuild import PARTITIONS
 from bench.rebuild import _produce as produce_players
 from config.settings import Settings
 from domain.signing import parse_keyring, signed_event
+from producer.score_producer import ScoreProducer
 from schemas.codec import ScoreEventCodec
-from sources.producer import ScoreProducer
 
 SECTION = "bench.backfill"
 PROBE_EVERY_S = 0.05
@@ -69,7 +70,13 @@ class Load(threading.Thread):
     """Steady events for existing players plus timed probes; a poller marks probes seen."""
 
     def __init__(
-        self, settings: Settings, topic: str, board: str, client: Any, players: int, rate: int
+        self,
+        settings: Settings,
+        topic: str,
+        board: str,
+        client: RedisClient,
+        players: int,
+        rate: int,
     ) -> None:
         super().__init__(daemon=True)
         self._settings = settings

@@ -31,9 +31,10 @@ from typing import Any, TextIO
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from adapters.redis import RedisClient, text_of
 from config.clients import redis_client
 from config.settings import Settings, child_environment
-from sources.producer import ensure_topic
+from producer.score_producer import ensure_topic
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Where sections go; ``python -m bench --quick`` points it at a scratch copy.
@@ -241,10 +242,10 @@ def stats_key(namespace: str, game: str = GAME) -> str:
     return f"{namespace}:{{{game}}}:meta:stats"
 
 
-def counted(client: Any, namespace: str, game: str = GAME) -> tuple[int, dict[str, int]]:
+def counted(client: RedisClient, namespace: str, game: str = GAME) -> tuple[int, dict[str, int]]:
     """(applied + noop + duplicate, every counter) of one game's ``meta:stats``."""
     raw = client.hgetall(stats_key(namespace, game))
-    stats = {(k.decode() if isinstance(k, bytes) else str(k)): int(v) for k, v in raw.items()}
+    stats = {text_of(k): int(v) for k, v in raw.items()}
     return sum(stats.get(name, 0) for name in COUNTED), stats
 
 
@@ -305,7 +306,7 @@ def system_cpu_s() -> dict[str, float | None]:
     return {"machine": busy / _TICK}
 
 
-def service_cpu_s(settings: Settings, client: Any) -> dict[str, float | None]:
+def service_cpu_s(settings: Settings, client: RedisClient) -> dict[str, float | None]:
     """Cumulative CPU seconds of Redis, the Kafka broker and the whole machine (context)."""
     out: dict[str, float | None] = {"redis": None, "kafka": None, **system_cpu_s()}
     try:
@@ -341,7 +342,7 @@ def cpu_delta(
 class CpuWindow:
     """Average cores used by this script, Redis, Kafka, the machine and everyone else."""
 
-    def __init__(self, settings: Settings, client: Any) -> None:
+    def __init__(self, settings: Settings, client: RedisClient) -> None:
         self._settings = settings
         self._client = client
         self._start = self._sample()

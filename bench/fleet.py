@@ -71,10 +71,10 @@ from bench.workloads import shape
 from config.settings import Settings, child_environment
 from domain.signing import parse_keyring
 from infra import replicated
+from infra.launch import bytewax_argv
 from infra.netns import Host, Network, network, unavailable
-from lb.commands.run import bytewax_argv
+from producer.score_producer import ScoreProducer
 from schemas.codec import ScoreEventCodec
-from sources.producer import ScoreProducer
 from telemetry import watchdog
 
 SECTION = "bench.fleet"
@@ -282,7 +282,7 @@ def ingest_run(
 
 
 def _dead_letters(f: Fleet, topic: str) -> int:
-    from sources.dead_letter_reader import count_letters
+    from jobs.dead_letter_reader import count_letters
 
     return count_letters({"bootstrap.servers": f.layout.bootstrap}, topic)
 

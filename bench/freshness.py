@@ -73,10 +73,10 @@ from config.settings import Settings
 from domain.games import GameConfig
 from domain.signing import parse_keyring, signed_event
 from domain.windows import WindowKind, window_for
+from jobs.dead_letter_reader import count_letters
+from producer.loadgen import LoadConfig, LoadGenerator
+from producer.score_producer import ScoreProducer
 from schemas.codec import ScoreEventCodec
-from sources.dead_letter_reader import count_letters
-from sources.loadgen import LoadConfig, LoadGenerator
-from sources.producer import ScoreProducer
 
 PARTITIONS = 8
 PROBE_PREFIX = "probe-"

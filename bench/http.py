@@ -518,7 +518,7 @@ def probe_writes(scratch: Scratch, namespace: str) -> dict[int, int]:
     key = f"{namespace}:{{{GAME}}}:changes"
     last = "-"
     while True:
-        entries = scratch.redis.xrange(key, last, "+", count=5000)
+        entries: list[Any] = scratch.redis.xrange(key, last, "+", count=5000) or []
         if last != "-":
             entries = entries[1:]
         if not entries:

@@ -62,6 +62,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from adapters.redis import RedisClient
 from bench.common import (
     ROOT,
     CpuWindow,
@@ -95,11 +96,11 @@ from domain.scoring import TieCodec
 from domain.signing import Keyring, Verdict, parse_keyring, verify
 from domain.validation import Validator
 from domain.windows import WindowKind, window_for
+from jobs.dead_letter_reader import count_letters
+from producer.score_producer import ScoreProducer
 from schemas.codec import ScoreEventCodec
 from schemas.decode_verify import decode_verifier
 from sinks.boards import RedisBoardStore
-from sources.dead_letter_reader import count_letters
-from sources.producer import ScoreProducer
 
 PARTITIONS = 8
 #: Event-time spacing of the pre-produced records (``lb produce --rate 0``'s default).
@@ -155,7 +156,7 @@ def _produce(
 
 def _consume(
     settings: Settings,
-    client: Any,
+    client: RedisClient,
     topic: str,
     limit: int,
     max_seconds: float,

@@ -62,6 +62,7 @@ from typing import Any
 
 import psycopg
 
+from adapters.redis import RedisClient
 from bench.common import (
     GAME,
     log,
@@ -241,7 +242,7 @@ def composites(board: Board, codec: TieCodec) -> array[int]:
     return array("q", map(codec.encode, board.scores, board.achieved_ms))
 
 
-def load_redis(client: Any, key: str, values: array[int]) -> float:
+def load_redis(client: RedisClient, key: str, values: array[int]) -> float:
     """Write every player's composite into ``key``; seconds taken."""
     started = time.monotonic()
     for at in range(0, len(values), CHUNK):
@@ -312,7 +313,7 @@ def rank_plan(conn: Conn, player: str) -> str:
 
 def check_answers(
     conn: Conn,
-    client: Any,
+    client: RedisClient,
     key: str,
     boards: BoardReader,
     friends: FriendsReader,
@@ -433,7 +434,7 @@ def measure(
         result["load_s"] = {"redis": round(load_redis(client, key, values), 1)}
         del values
         result["redis_bytes_per_player"] = round(
-            int(client.memory_usage(key, samples=0)) / players, 1
+            (client.memory_usage(key, samples=0) or 0) / players, 1
         )
         boards = BoardReader(client, catalog, namespace)
         friends = FriendsReader(client, catalog, namespace, rng=random.Random(1))

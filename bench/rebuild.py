@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from adapters.redis import RedisClient
 from bench.common import (
     GAME,
     Job,
@@ -63,8 +64,8 @@ from config.settings import Settings
 from domain.keys import is_board_suffix
 from domain.signing import parse_keyring, signed_event
 from lb.commands.rebuild import staging_namespace
+from producer.score_producer import ScoreProducer
 from schemas.codec import ScoreEventCodec
-from sources.producer import ScoreProducer
 
 PARTITIONS = 8
 SECTION = "bench.rebuild"
@@ -114,7 +115,7 @@ def _produce(settings: Settings, topic: str, players: int, seed: int) -> dict[st
     return {"seconds": round(seconds, 2), "rate": round(players / seconds)}
 
 
-def _redis_time(client: Any) -> tuple[float, dict[str, float]]:
+def _redis_time(client: RedisClient) -> tuple[float, dict[str, float]]:
     """Redis' main-thread CPU seconds and the seconds spent in each command so far."""
     cpu = client.info("cpu")
     main = float(cpu["used_cpu_user_main_thread"]) + float(cpu["used_cpu_sys_main_thread"])
@@ -194,14 +195,14 @@ def _rebuild(
     }
 
 
-def _boards(client: Any, namespace: str) -> list[str]:
+def _boards(client: RedisClient, namespace: str) -> list[str]:
     prefix = f"{namespace}:{{{GAME}}}:"
     keys = [k.decode() for k in client.scan_iter(match=f"{prefix}*", count=1000)]
     # Boards only: not the metadata, nor the change stream the live flow writes.
     return sorted(k for k in keys if is_board_suffix(k[len(prefix) :]))
 
 
-def _board_sizes(client: Any, boards: list[str], players: int) -> list[int]:
+def _board_sizes(client: RedisClient, boards: list[str], players: int) -> list[int]:
     """Members per window kind (all-time, weekly, daily).
 
     Summed per kind: if the hour of event times crossed midnight, two daily
@@ -214,7 +215,7 @@ def _board_sizes(client: Any, boards: list[str], players: int) -> list[int]:
     return list(sizes.values())
 
 
-def _memory(client: Any, namespace: str, players: int, used_before: int) -> dict[str, Any]:
+def _memory(client: RedisClient, namespace: str, players: int, used_before: int) -> dict[str, Any]:
     """Exact bytes of each kind of key, per player."""
     prefix = f"{namespace}:{{{GAME}}}:"
     by_kind: dict[str, int] = {"boards": 0, "dedupe (meta:seen)": 0, "other metadata": 0}

@@ -29,8 +29,8 @@ import random
 import sys
 import time
 import uuid
-from typing import Any
 
+from adapters.redis import RedisClient
 from bench.common import Scratch, base_settings, emit, log, machine
 from bench.rebuild import SPREAD_MS, player_scores
 from domain.games import GameConfig
@@ -41,7 +41,7 @@ CHUNK = 5_000
 PER_TRIP = 10
 
 
-def _redis_cpu_s(client: Any) -> float:
+def _redis_cpu_s(client: RedisClient) -> float:
     """Seconds Redis spent executing ZADD (``INFO commandstats``).
 
     Not ``used_cpu_*``: that counts the whole process, its lazy-free thread
@@ -90,7 +90,7 @@ def _members(players: int, seed: int, order: str, scores: str = "uniform") -> li
 
 
 def fill(
-    client: Any,
+    client: RedisClient,
     keys: list[str],
     players: int,
     seed: int,

@@ -50,6 +50,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Event
 from typing import Any
 
+from adapters.redis import RedisClient
 from bench.common import (
     GAME,
     Job,
@@ -71,10 +72,10 @@ from domain.events import EventKind, ScoreEvent
 from domain.games import GameCatalog, GameConfig
 from domain.keys import GroupKeys
 from domain.signing import Keyring, parse_keyring, sign
+from producer.score_producer import ScoreProducer
+from producer.zipf import ZipfSampler
 from readers.boards import BoardReader
 from schemas.codec import ScoreEventCodec
-from sources.loadgen import ZipfSampler
-from sources.producer import ScoreProducer
 
 SECTION = "bench.steady"
 LOAD_CHUNK = 20_000
@@ -127,7 +128,9 @@ def produce(settings: Settings, topic: str, events: int, players: int, start_ms:
     return time.monotonic() - started
 
 
-def preload(client: Any, namespace: str, game: GameConfig, players: int, now_ms: int) -> float:
+def preload(
+    client: RedisClient, namespace: str, game: GameConfig, players: int, now_ms: int
+) -> float:
     """Load the game's current boards directly (see the module docstring); seconds taken."""
     started = time.monotonic()
     rng = random.Random(players)
@@ -228,13 +231,13 @@ def latency(values: Sequence[float]) -> dict[str, float | int | None]:
     }
 
 
-def evalsha_stats(client: Any) -> tuple[int, int]:
+def evalsha_stats(client: RedisClient) -> tuple[int, int]:
     """(calls, microseconds) of ``EVALSHA`` so far."""
     stats = client.info("commandstats").get("cmdstat_evalsha", {})
     return int(stats.get("calls", 0)), int(stats.get("usec", 0))
 
 
-def redis_cpu_s(client: Any) -> float:
+def redis_cpu_s(client: RedisClient) -> float:
     """Redis' main-thread CPU seconds so far (user + system)."""
     cpu = client.info("cpu")
     return float(cpu.get("used_cpu_user_main_thread", cpu["used_cpu_user"])) + float(
@@ -242,7 +245,7 @@ def redis_cpu_s(client: Any) -> float:
     )
 
 
-def memory(client: Any, namespace: str) -> dict[str, float | None]:
+def memory(client: RedisClient, namespace: str) -> dict[str, float | None]:
     """Bytes per member of the all-time board and per event id the dedupe keeps."""
     keys = GroupKeys(namespace, GAME)
     board = keys.board("alltime")
@@ -259,7 +262,7 @@ def memory(client: Any, namespace: str) -> dict[str, float | None]:
     }
 
 
-def slow_calls(client: Any) -> list[tuple[str, int]]:
+def slow_calls(client: RedisClient) -> list[tuple[str, int]]:
     """(command, microseconds) of the slow log since the last reset."""
     return [
         (str(entry["command"]).split(" ", 1)[0].strip("b'").upper(), int(entry["duration"]))
@@ -449,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
             idle = idle_reads(scratch, settings, args)
         finally:
             for name, value in slowlog.items():
-                client.config_set(name, value)
+                client.config_set(str(name), str(value))
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, redis_pid, niceness)
     summary = {

@@ -33,8 +33,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from domain.signing import Keyring
+from producer.loadgen import GeneratedRecord, LoadConfig, LoadGenerator
 from schemas.codec import ScoreEventCodec
-from sources.loadgen import GeneratedRecord, LoadConfig, LoadGenerator
 
 DAY_MS = 86_400_000
 #: Event-time rate of the live shapes (``lb produce --rate 0``'s spacing).

@@ -26,8 +26,8 @@ import statistics
 import sys
 import time
 import uuid
-from typing import Any
 
+from adapters.redis import RedisClient
 from bench.common import Scratch, base_settings, emit, log, machine
 
 #: Members per ZADD and ZADDs per pipelined round trip (the shape of a load).
@@ -35,7 +35,7 @@ CHUNK = 5_000
 PER_TRIP = 20
 
 
-def _add(client: Any, key: str, prefix: str, count: int, rng: random.Random) -> float:
+def _add(client: RedisClient, key: str, prefix: str, count: int, rng: random.Random) -> float:
     """Add ``count`` new members to ``key``; Redis-side and client time in us per member.
 
     The commands are built before the clock starts, so only sending them and

@@ -8,7 +8,6 @@ password, the TLS CA and cluster mode are honoured the same way everywhere.
 from __future__ import annotations
 
 import dataclasses
-import logging
 from typing import Any
 
 import redis
@@ -19,20 +18,14 @@ from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
 
+from adapters.kafka import QUIET_KAFKA_LOGGER
+from adapters.redis import AsyncRedisClient, RedisClient
 from config.settings import Settings
 from domain.errors import ConfigError, ServiceError
 from domain.games import GameCatalog
 
 #: How long a start-up check waits for a service before saying it is unreachable.
 PROBE_TIMEOUT_S = 5.0
-
-#: librdkafka's own log lines (one per failed connection attempt, hundreds a
-#: minute while a broker is down) go here and nowhere else: the same errors reach
-#: each client's ``error_cb`` (logged at most every few seconds per kind) or its
-#: exceptions, so nothing is lost but the flood.
-QUIET_KAFKA_LOGGER = logging.getLogger("lb.librdkafka")
-QUIET_KAFKA_LOGGER.propagate = False
-QUIET_KAFKA_LOGGER.addHandler(logging.NullHandler())
 
 
 def _options(settings: Settings, options: dict[str, Any]) -> dict[str, Any]:
@@ -49,7 +42,7 @@ def _options(settings: Settings, options: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-def redis_client(settings: Settings, **options: Any) -> Any:
+def redis_client(settings: Settings, **options: Any) -> RedisClient:
     """A standalone or cluster-aware Redis client; ``options`` go to ``from_url``.
 
     Every command and connect times out after ``LB_REDIS_TIMEOUT_S`` unless
@@ -62,7 +55,7 @@ def redis_client(settings: Settings, **options: Any) -> Any:
     return redis.Redis.from_url(settings.redis_url.reveal(), **kwargs)
 
 
-def async_redis_client(settings: Settings, **options: Any) -> Any:
+def async_redis_client(settings: Settings, **options: Any) -> AsyncRedisClient:
     """The asyncio twin of :func:`redis_client` (``redis.asyncio``), same settings honoured.
 
     For servers that wait on Redis without a thread per wait (the HTTP API's
@@ -75,7 +68,7 @@ def async_redis_client(settings: Settings, **options: Any) -> Any:
     return redis.asyncio.Redis.from_url(url, **kwargs)
 
 
-def job_redis_client(settings: Settings) -> Any:
+def job_redis_client(settings: Settings) -> RedisClient:
     """The streaming job's client: one immediate reconnect, then the caller's policy.
 
     redis-py retries connection errors and timeouts on its own (ten times, with
@@ -96,7 +89,7 @@ def game_catalog(settings: Settings) -> GameCatalog:
     return GameCatalog.builtin()
 
 
-def _cluster_enabled(client: Any) -> bool | None:
+def _cluster_enabled(client: RedisClient) -> bool | None:
     """Whether the server runs in cluster mode; ``None`` when the ACL user may not ask."""
     try:
         return bool(client.info("cluster").get("cluster_enabled"))

@@ -30,6 +30,10 @@ class ServiceError(LeaderboardError):
     """A local service (Kafka, Redis) failed to start, stop or answer."""
 
 
+class MissingTopic(ServiceError):
+    """A Kafka topic that should exist does not (or has no partitions)."""
+
+
 class RetryBudgetExceeded(ServiceError):
     """A service stayed unreachable for longer than its retry budget (``LB_*_RETRY_S``).
 

@@ -7,7 +7,7 @@ pure half of that: sizing a sketch from an accuracy target, building one from
 scores (or from the composites a board stores), merging shard sketches,
 answering "what share of the board is strictly below this score", and the
 byte format published to Redis. The I/O halves are
-``sinks.sketch_publisher`` (build and publish) and ``readers.sketches``
+``jobs.sketch_publisher`` (build and publish) and ``readers.sketches``
 (read and answer); the design and the measured figures are in
 ``docs/PERCENTILES.md``.
 

@@ -35,7 +35,7 @@ DecodeVerify = Callable[[Sequence[bytes | None]], Decoded]
 
 MAX_ID_LENGTH = 128
 #: Windows are memoised per quarter hour of event time: every UTC offset, DST
-#: transition and season boundary falls on one (domain.games.QUARTER_HOUR_MS).
+#: transition and season boundary falls on one (domain.game_checks.QUARTER_HOUR_MS).
 _MEMO_MS = 900_000
 
 

@@ -18,11 +18,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 import redis
 from redis.exceptions import RedisClusterException
 
+from adapters.redis import RedisClient
 from config.clients import redis_client
 from config.settings import Settings
 from domain import lease as decide
@@ -46,7 +46,7 @@ ERROR_LOG_S = 10.0
 WAIT_STEP_S = 0.05
 
 
-def client(settings: Settings) -> Any:
+def client(settings: Settings) -> RedisClient:
     """A Redis client whose calls give up well inside a lease's lifetime."""
     wait_s = min(float(settings.redis_timeout_s), Timings(settings.takeover_s).renew_every_s)
     return redis_client(settings, socket_timeout=wait_s, socket_connect_timeout=wait_s)
@@ -179,7 +179,7 @@ class LeaseKeeper:
 
 def start(
     settings: Settings,
-    client: Any,
+    client: RedisClient,
     namespace: str,
     addresses: tuple[str, ...],
     on_deposed: Callable[[str], None],

@@ -16,6 +16,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from adapters.redis import text_of
 from domain.errors import ServiceError
 from infra.process import port_open, require_binary, spawn, started, wait_until
 
@@ -160,7 +161,7 @@ def cluster_ok(port: int, host: str = "127.0.0.1") -> bool:
             client.close()
     except redis.RedisError:
         return False
-    text = info.decode() if isinstance(info, bytes) else str(info)
+    text = text_of(info)
     return "cluster_state:ok" in text
 
 
@@ -172,7 +173,7 @@ def _knows_peers(port: int, host: str) -> bool:
         return False
     finally:
         client.close()
-    text = nodes.decode() if isinstance(nodes, bytes) else str(nodes)
+    text = text_of(nodes)
     return len([line for line in text.splitlines() if line.strip()]) > 1
 
 

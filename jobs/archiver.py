@@ -36,12 +36,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import heapq
 import json
 import os
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -52,14 +50,27 @@ import pyarrow.parquet as pq
 import redis
 from redis.exceptions import RedisClusterException
 
+from adapters.redis import RedisClient, text
 from domain.errors import QueryError, ServiceError
 from domain.games import GameCatalog, GameConfig
 from domain.keys import GroupKeys
 from domain.ranking import Member, board_key
 from domain.windows import Window, WindowKind
+from jobs.archive_files import (
+    MANIFEST_VERSION,
+    SCHEMA,
+    ArchiveEntry,
+    archive_path,
+    archived_key,
+    fsync_dir,
+    manifest_path,
+    read_manifest,
+    sha256_and_sync,
+    temp_name,
+)
 from jobs.topk_merger import glob_escape
-from readers import RedisClient
-from readers.boards import Board, BoardReader, call, execute, members_with_scores, text
+from readers.board_reads import call, execute, members_with_scores
+from readers.boards import Board, BoardReader
 
 __all__ = [
     "MANIFEST_VERSION",
@@ -74,61 +85,13 @@ __all__ = [
     "read_manifest",
 ]
 
-MANIFEST_VERSION = 1
-
-#: Columns of every archive file.
-SCHEMA = pa.schema(
-    [
-        pa.field("rank", pa.int64(), nullable=False),
-        pa.field("playerId", pa.string(), nullable=False),
-        pa.field("score", pa.int64(), nullable=False),
-        pa.field("composite", pa.int64(), nullable=False),
-    ]
-)
-
 #: How many times a board that changed while being read is read again.
 _ATTEMPTS = 3
-
-
-def archive_path(directory: Path, game_id: str, window_id: str) -> Path:
-    """``<dir>/<game>/<kind>/<period>.parquet``.
-
-    The window id's colon becomes a directory level: a colon in a file name
-    breaks Hadoop-style path handling (Spark, Hive), which Parquet files
-    usually end up in.
-    """
-    kind, _, period = window_id.partition(":")
-    if not period:
-        raise ValueError(f"not a windowed board id: {window_id!r}")
-    return directory / game_id / kind / f"{period}.parquet"
-
-
-def manifest_path(directory: Path, game_id: str) -> Path:
-    """``<dir>/<game>/manifest.json``."""
-    return directory / game_id / "manifest.json"
-
-
-def archived_key(namespace: str, game_id: str) -> str:
-    """``<ns>:{<game>}:meta:archived``: window ids already archived (the game's own tag)."""
-    return f"{GroupKeys(namespace, game_id).prefix}meta:archived"
 
 
 def is_final(config: GameConfig, window: Window, now_ms: int, margin_ms: int = 0) -> bool:
     """Whether ``window``'s board can no longer change: its lateness grace (+ margin) is over."""
     return window.end_ms is not None and config.is_late(window, now_ms - margin_ms)
-
-
-@dataclass(frozen=True)
-class ArchiveEntry:
-    """One manifest line: what was written for one window."""
-
-    window: str
-    file: str  # relative to <dir>/<game>/
-    rows: int
-    sha256: str
-    bytes: int
-    written_at_ms: int
-    namespace: str
 
 
 @dataclass
@@ -160,42 +123,6 @@ class _BoardChanged(Exception):
     """The board's size changed between two chunks: read it again."""
 
 
-def read_manifest(path: Path) -> dict[str, Any]:
-    """The manifest at ``path`` (an empty one when the file does not exist)."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {"version": MANIFEST_VERSION, "game": path.parent.name, "archives": []}
-    except (OSError, ValueError) as exc:
-        raise ServiceError(f"cannot read archive manifest {path}: {exc}") from exc
-    if not isinstance(doc, dict) or not isinstance(doc.get("archives"), list):
-        raise ServiceError(f"archive manifest {path} is not a manifest")
-    return doc
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _sha256_and_sync(path: Path) -> tuple[str, int]:
-    digest = hashlib.sha256()
-    size = 0
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-            size += len(chunk)
-        os.fsync(f.fileno())
-    return digest.hexdigest(), size
-
-
-def _temp_name(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-
-
 class Archiver:
     """Finds final, unarchived windowed boards and writes each to Parquet once."""
 
@@ -212,7 +139,7 @@ class Archiver:
     ) -> None:
         if margin_ms < 0 or chunk < 1 or batch_rows < 1:
             raise ValueError("margin_ms must be >= 0, chunk and batch_rows positive")
-        self._client: Any = client
+        self._client: RedisClient = client
         self._catalog = catalog
         self._reader = BoardReader(client, catalog, namespace)
         self.namespace = namespace
@@ -317,7 +244,7 @@ class Archiver:
             return False
         path = self.directory / game / str(listed.get("file"))
         try:
-            sha, _ = _sha256_and_sync(path)
+            sha, _ = sha256_and_sync(path)
         except OSError:
             return False
         if sha != listed.get("sha256"):
@@ -332,14 +259,14 @@ class Archiver:
         board = self._reader.board(game_id, window_id, now_ms)
         path = archive_path(self.directory, game_id, board.window.id)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = _temp_name(path)
+        tmp = temp_name(path)
         try:
             rows = self._write_parquet(board, tmp)
             if rows == 0:
                 return None
-            sha, size = _sha256_and_sync(tmp)
+            sha, size = sha256_and_sync(tmp)
             os.replace(tmp, path)
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
@@ -437,7 +364,7 @@ class Archiver:
             lines.append(asdict(entry))
             lines.sort(key=lambda e: str(e.get("window")))
             doc = {"version": MANIFEST_VERSION, "game": game_id, "archives": lines}
-            tmp = _temp_name(path)
+            tmp = temp_name(path)
             try:
                 with tmp.open("w", encoding="utf-8") as f:
                     json.dump(doc, f, indent=2, sort_keys=True)
@@ -445,7 +372,7 @@ class Archiver:
                     f.flush()
                     os.fsync(f.fileno())
                 os.replace(tmp, path)
-                _fsync_dir(path.parent)
+                fsync_dir(path.parent)
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     tmp.unlink()

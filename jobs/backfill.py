@@ -7,11 +7,11 @@ records. Then (:mod:`domain.backfill_plan` explains the two modes):
 
 * replace: the replay keeps reading until it is at the live head, and cuts
   each group over atomically with its watermarks set to the last offset read
-  (:func:`sinks.cutover.replace_group`); a group the live job has moved past
+  (:func:`jobs.cutover.replace_group`); a group the live job has moved past
   is retried after reading further. Groups already cut over are no longer
   replayed. The live job notices the new watermarks and carries on from them.
 * fill: after the range, each staged board the live group lacks is moved in
-  (:func:`sinks.cutover.fill_group`).
+  (:func:`jobs.cutover.fill_group`).
 
 Dead letters are not written (the live job wrote them when it read the
 records). The staging namespace is dropped at the start (what a killed run
@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import sys
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-
+from adapters.kafka import LogReader, Tail
+from adapters.redis import RedisClient
 from domain.backfill_plan import (
     BackfillPlan,
     Bound,
@@ -40,138 +39,20 @@ from domain.backfill_plan import (
     resolve_range,
     split_ranges,
 )
-from domain.errors import ConfigError, ServiceError
+from domain.errors import ConfigError
 from domain.keys import group_tag
 from domain.planner import BoardPlanner
-from domain.records import Accepted, RecordBatch, SourceRecord
+from domain.records import Accepted, RecordBatch
 from domain.validation import Validator
+from jobs.cutover import FOREIGN, FillResult, Replaced, fill_group, replace_group, tags
+from jobs.namespace_swap import drop_namespace
 from jobs.replay import apply_round
 from jobs.replay_workers import Part, Tools, replay_part, run_parts
-from jobs.verifier import LogReader
 from sinks.boards import RedisBoardStore
-from sinks.cutover import FOREIGN, FillResult, Replaced, fill_group, replace_group, tags
-from sinks.namespace_swap import drop_namespace
-from sources.kafka_source import topic_partitions
-
-
-class KafkaOffsets:
-    """The partitions' offset bounds, and Kafka's offsets-for-times."""
-
-    def __init__(self, kafka_config: Mapping[str, str], topic: str) -> None:
-        self._config = dict(kafka_config)
-        self._topic = topic
-
-    def _consumer(self) -> Consumer:
-        return Consumer(
-            {
-                **self._config,
-                "group.id": f"lb-backfill-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "log_level": 3,
-            }
-        )
-
-    def bounds(self) -> tuple[dict[int, int], dict[int, int]]:
-        """Each partition's earliest and end offsets, now."""
-        partitions = topic_partitions(self._config, self._topic)
-        consumer = self._consumer()
-        try:
-            low: dict[int, int] = {}
-            high: dict[int, int] = {}
-            for p in partitions:
-                low[p], high[p] = consumer.get_watermark_offsets(
-                    TopicPartition(self._topic, p), timeout=30
-                )
-            return low, high
-        except KafkaException as exc:
-            raise ServiceError(f"cannot read the offsets of {self._topic!r}: {exc}") from exc
-        finally:
-            consumer.close()
-
-    def at(self, bound: Bound, high: Mapping[int, int]) -> dict[int, int]:
-        """Offsets of a bound: the user's, or the first record at or after its time."""
-        if bound.at_ms is None:
-            return dict(bound.offsets)
-        at_ms = bound.at_ms
-        consumer = self._consumer()
-        try:
-            found = consumer.offsets_for_times(
-                [TopicPartition(self._topic, p, at_ms) for p in high], timeout=30
-            )
-        except KafkaException as exc:
-            raise ServiceError(
-                f"Kafka's offsets-for-times failed on {self._topic!r}: {exc}"
-            ) from exc
-        finally:
-            consumer.close()
-        # -1: no record at or after that time, so the bound is the partition's end.
-        return {tp.partition: tp.offset if tp.offset >= 0 else high[tp.partition] for tp in found}
-
-
-class Tail:
-    """One consumer reading every partition from the plan's start, on past its end.
-
-    ``through()`` is, per partition, the last offset read (everything up to it
-    was read, in order); ``at_end()`` says every partition was at its end when
-    last polled (Kafka's partition EOF, or nothing left in the planned range).
-    """
-
-    def __init__(
-        self, kafka_config: Mapping[str, str], topic: str, ranges: Mapping[int, tuple[int, int]]
-    ) -> None:
-        self._topic = topic
-        self._last = {p: first - 1 for p, (first, _) in ranges.items()}
-        # A partition whose planned range is empty and already at its end needs no EOF.
-        self._eof = {p for p, (first, end) in ranges.items() if first >= end}
-        self._consumer = Consumer(
-            {
-                **kafka_config,
-                "group.id": f"lb-backfill-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "log_level": 3,
-            }
-        )
-        self._consumer.assign([TopicPartition(topic, p, first) for p, (first, _) in ranges.items()])
-
-    #: Records per poll at most.
-    BATCH_MAX = 5_000
-
-    def poll(self, timeout_s: float = 0.05) -> list[RecordBatch]:
-        """What is there now, as one batch per partition."""
-        buffers: dict[int, list[SourceRecord]] = {}
-        for msg in self._consumer.consume(num_messages=self.BATCH_MAX, timeout=timeout_s):
-            err = msg.error()
-            p = msg.partition() or 0
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    self._eof.add(p)
-                    continue
-                raise ServiceError(f"Kafka error on {self._topic}[{p}]: {err}")
-            offset = msg.offset() or 0
-            self._eof.discard(p)
-            self._last[p] = offset
-            buffers.setdefault(p, []).append(
-                SourceRecord(offset, msg.timestamp()[1], msg.key(), msg.value())
-            )
-        return [RecordBatch(self._topic, p, tuple(recs)) for p, recs in buffers.items()]
-
-    def past(self, ranges: Mapping[int, tuple[int, int]]) -> bool:
-        """Whether every partition was read up to its planned end."""
-        return all(self._last.get(p, -1) >= end - 1 for p, (_, end) in ranges.items())
-
-    def at_end(self) -> bool:
-        return self._eof >= set(self._last)
-
-    def through(self) -> dict[int, int]:
-        return dict(self._last)
-
-    def close(self) -> None:
-        self._consumer.close()
 
 
 def make_plan(
-    offsets: KafkaOffsets,
+    offsets: LogReader,
     topic: str,
     games: tuple[str, ...],
     start: Bound | None,
@@ -311,9 +192,8 @@ class Backfill:
 
     def __init__(
         self,
-        client: Any,
+        client: RedisClient,
         log: LogReader,
-        offsets: KafkaOffsets,
         validator: Validator,
         plan: BackfillPlan,
         *,
@@ -332,7 +212,6 @@ class Backfill:
         self._client = client
         self._log = log
         self._log_config = log.config
-        self._offsets = offsets
         self._validator = validator
         self._plan = plan
         self._live = live
@@ -447,10 +326,10 @@ class Backfill:
 
         One consumer reads on from where the planned ranges end, so a cut-over is
         tried as soon as the replay is at the head, with ``through`` the last
-        offset read of each partition (:func:`sinks.cutover.replace_group`).
+        offset read of each partition (:func:`jobs.cutover.replace_group`).
         A group the live job is as far as or further than is tried again after
         the next records; after ``strict_for_s`` of that, the relaxed rules
-        apply (see :mod:`sinks.cutover`).
+        apply (see :mod:`jobs.cutover`).
         """
         tail = Tail(
             self._log_config,

@@ -30,20 +30,25 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any, cast
 
+from adapters.kafka import LogReader
+from adapters.redis import RedisClient
+from config.clients import game_catalog, quiet_kafka_config, redis_client
 from config.heap import tune_for_streaming
+from config.settings import Settings
 from domain.backfill_plan import BackfillPlan, expiry_floor
 from domain.errors import ServiceError
 from domain.keys import group_tag
 from domain.planner import BoardPlanner, WritePlan
 from domain.records import Accepted
+from domain.signing import parse_keyring
 from domain.validation import Validator
 from jobs.replay import apply_round
-from jobs.verifier import LogReader
+from schemas.decode_verify import decode_verifier
 from sinks.boards import RedisBoardStore
 
 #: Builds a worker's Redis client, log reader and validator (picklable: a
 #: top-level function or a ``functools.partial`` of one).
-Tools = Callable[[], tuple[Any, LogReader, Validator]]
+Tools = Callable[[], tuple[RedisClient, LogReader, Validator]]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -70,7 +75,7 @@ def raise_expiries(floor_s: int, plan: WritePlan) -> None:
 
 def replay_part(
     part: Part,
-    client: Any,
+    client: RedisClient,
     log: LogReader,
     validator: Validator,
     progress: Callable[[int], None],
@@ -183,3 +188,20 @@ def run_parts(parts: list[Part], tools: Tools, progress: Callable[[int], None]) 
             if proc.is_alive():
                 proc.kill()
             proc.join()
+
+
+def replay_tools(
+    settings: Settings, topic: str, client: RedisClient | None = None
+) -> tuple[RedisClient, LogReader, Validator]:
+    """A replayer's Redis client, log reader and validator.
+
+    Top-level, so that ``functools.partial(replay_tools, settings, topic)``
+    can be sent to a replay process (:func:`run_parts`), which
+    builds its own connections.
+    """
+    validator = Validator(
+        game_catalog(settings),
+        decode_verifier(parse_keyring(settings.hmac_keys.reveal()), engine=settings.decoder),
+    )
+    log = LogReader(quiet_kafka_config(settings), topic)
+    return client if client is not None else redis_client(settings), log, validator

@@ -43,21 +43,23 @@ import redis
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 
+from adapters.redis import RedisClient, Script, as_cluster, node_of, text
 from domain.errors import QueryError, ServiceError
 from domain.games import GameCatalog, GameConfig
 from domain.keys import GroupKeys
 from domain.ranking import Member
 from domain.topk import DEFAULT_K, global_top_key, live_windows, merge_shard_tops, stored_members
 from domain.windows import Window
-from readers import RedisClient
-from readers.boards import Board, BoardReader, execute, members_with_scores, text
+from readers.board_reads import execute, members_with_scores
+from readers.boards import Board, BoardReader
 
 __all__ = ["WRITE_TOP", "MergeReport", "TopKMerger", "glob_escape"]
 
 #: KEYS[1] the global top-K key. ARGV[1] expire-at in epoch ms ('0': none),
 #: ARGV[2..] composite, playerId, composite, playerId, ... in any order.
 #: Returns the number of members written (0: the key was deleted).
-WRITE_TOP = """
+WRITE_TOP = Script(
+    """
 redis.call('DEL', KEYS[1])
 local n = #ARGV
 for i = 2, n, 1000 do
@@ -66,6 +68,7 @@ end
 if n > 1 and ARGV[1] ~= '0' then redis.call('PEXPIREAT', KEYS[1], ARGV[1]) end
 return (n - 1) / 2
 """
+)
 
 #: Default freshness guard of a global key: it outlives a few missed passes, no more.
 DEFAULT_TTL_MS = 5_000
@@ -132,7 +135,7 @@ class TopKMerger:
         stored_members(k)  # validates k
         if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 0:
             raise ValueError(f"ttl_ms must be an integer >= 0, got {ttl_ms!r}")
-        self._client: Any = client
+        self._client: RedisClient = client
         self._catalog = catalog
         self._reader = BoardReader(client, catalog, namespace)
         self.namespace = namespace
@@ -263,20 +266,20 @@ class TopKMerger:
             return []
         if not self._cluster:
             pipe = self._client.pipeline(transaction=False)
-            script = self._client.register_script(WRITE_TOP)
+            script = WRITE_TOP.registered(self._client)
             for _, op in ops:
                 op(pipe, script)
             return execute(pipe)
+        cluster = as_cluster(self._client)
         for attempt in range(3):
             by_node: dict[str, tuple[Any, Any, list[int]]] = {}
             for index, (key, _) in enumerate(ops):
-                node = self._client.get_node_from_key(key)
-                entry = by_node.get(node.name)
+                name, conn = node_of(cluster, key)
+                entry = by_node.get(name)
                 if entry is None:
-                    conn = self._client.get_redis_connection(node)
-                    entry = by_node[node.name] = (
+                    entry = by_node[name] = (
                         conn.pipeline(transaction=False),
-                        conn.register_script(WRITE_TOP),
+                        WRITE_TOP.registered(conn),
                         [],
                     )
                 entry[2].append(index)
@@ -291,7 +294,7 @@ class TopKMerger:
             except (redis.ConnectionError, redis.ResponseError) as exc:
                 if attempt == 2:
                     raise ServiceError(f"Redis Cluster write failed: {exc}") from exc
-                self._client.nodes_manager.initialize()
+                cluster.nodes_manager.initialize()
             except redis.RedisError as exc:
                 raise ServiceError(f"Redis write failed: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover

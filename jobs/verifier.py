@@ -25,25 +25,32 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import redis
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from adapters.kafka import LogReader
+from adapters.redis import RedisClient, Script, text, text_of
 from domain.errors import ServiceError
 from domain.healing import PROGRESS_FIELD
 from domain.keys import GroupKeys, group_tag, progress_key, tag_of
-from domain.planner import APPLIED, COUNTERS, DUPLICATE, NOOP, BoardPlanner
-from domain.records import Accepted, RecordBatch, SourceRecord
-from domain.validation import Rejected, Validator
+from domain.planner import BoardPlanner
+from domain.records import Accepted, RecordBatch
+from domain.validation import Validator
+from jobs.dead_letter_reader import Letter
+from jobs.namespace_swap import drop_namespace
 from jobs.replay import apply_replayed
 from jobs.topk_merger import glob_escape
+from jobs.verify_report import (
+    Difference,
+    VerifyReport,
+    counter_diffs,
+    difference,
+    explain_redrives,
+    rejudged,
+)
 from sinks.boards import RedisBoardStore
-from sinks.namespace_swap import drop_namespace
-from sources.dead_letter_reader import Letter
-from sources.kafka_source import topic_partitions
 
 #: Members per ZSCAN/ZMSCORE chunk (first pass) and per atomic re-read (second pass).
 CHUNK = 5_000
@@ -51,7 +58,8 @@ SETTLE_CHUNK = 2_000
 
 #: Reads a group's watermarks, counters and some members' values in one atomic call
 #: (board members, or fields of a tournament's attempts or seats hash).
-READ_AT_ONCE = """
+READ_AT_ONCE = Script(
+    """
 -- KEYS[1] meta:wm, KEYS[2] meta:stats, KEYS[3..] boards or count hashes;
 -- ARGV: per key n, member*
 local out = {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}
@@ -69,156 +77,7 @@ for k = 3, #KEYS do
 end
 return out
 """
-
-
-@dataclass(frozen=True)
-class Difference:
-    """One disagreement between the live projection and the replay."""
-
-    tag: str
-    board: (
-        str  # a window id, "meta:stats", or a tournament's "meta:attempts:<t>" / "meta:entries:<t>"
-    )
-    player: str  # a player, a counter name, or a partition field (seats)
-    kind: str  # "missing", "extra", "wrong value" or "counter"
-    live: int | None
-    log: int | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "group": self.tag,
-            "board": self.board,
-            "player": self.player,
-            "kind": self.kind,
-            "live": self.live,
-            "log": self.log,
-        }
-
-
-@dataclass
-class VerifyReport:
-    """What ``lb verify`` prints."""
-
-    groups: int = 0
-    boards: int = 0
-    members: int = 0
-    records: int = 0
-    seconds: float = 0.0
-    differences: list[Difference] = field(default_factory=list)
-    #: The games compared (either side had a board group of them).
-    games: set[str] = field(default_factory=set)
-    #: Counter differences that are expected, each with why (see :func:`explain_redrives`).
-    explained: list[str] = field(default_factory=list)
-
-    @property
-    def equal(self) -> bool:
-        return not self.differences
-
-    def by_kind(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for diff in self.differences:
-            out[diff.kind] = out.get(diff.kind, 0) + 1
-        return out
-
-    def as_dict(self, examples: int) -> dict[str, Any]:
-        return {
-            "equal": self.equal,
-            "groups": self.groups,
-            "boards": self.boards,
-            "members": self.members,
-            "records_replayed": self.records,
-            "differences": self.by_kind(),
-            "examples": [d.as_dict() for d in self.differences[:examples]],
-            "explained": self.explained,
-            "seconds": round(self.seconds, 2),
-        }
-
-
-class LogReader:
-    """Reads offset ranges of the topic's partitions as record batches."""
-
-    def __init__(self, kafka_config: dict[str, str], topic: str) -> None:
-        self._config = kafka_config
-        self._topic = topic
-
-    @property
-    def config(self) -> dict[str, str]:
-        """The Kafka client properties it reads with."""
-        return dict(self._config)
-
-    def ends(self) -> dict[int, int]:
-        """Each partition's end offset (the next offset to be written)."""
-        consumer = self._consumer()
-        try:
-            return {
-                p: consumer.get_watermark_offsets(TopicPartition(self._topic, p), timeout=30)[1]
-                for p in topic_partitions(self._config, self._topic)
-            }
-        except KafkaException as exc:
-            raise ServiceError(f"cannot read the offsets of {self._topic!r}: {exc}") from exc
-        finally:
-            consumer.close()
-
-    def read(
-        self, ranges: dict[int, tuple[int, int]], batch_max: int = 5_000
-    ) -> Iterator[RecordBatch]:
-        """Batches of every ``partition -> (first, last)`` range (``last`` inclusive)."""
-        for batches in self.rounds(ranges, batch_max):
-            yield from batches
-
-    def rounds(
-        self, ranges: Mapping[int, tuple[int, int]], batch_max: int = 5_000
-    ) -> Iterator[list[RecordBatch]]:
-        """Like :meth:`read`, a list per poll: at most one batch per partition.
-
-        Batches of distinct partitions can share one read and one write round
-        trip (:func:`jobs.replay.apply_round`).
-        """
-        todo = {p: span for p, span in ranges.items() if span[1] >= span[0]}
-        if not todo:
-            return
-        consumer = self._consumer()
-        try:
-            consumer.assign([TopicPartition(self._topic, p, a) for p, (a, _) in todo.items()])
-            idle_since = time.monotonic()
-            while todo:
-                buffers: dict[int, list[SourceRecord]] = {}
-                for msg in consumer.consume(num_messages=batch_max, timeout=0.5):
-                    err = msg.error()
-                    p = msg.partition() or 0
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            todo.pop(p, None)
-                            continue
-                        raise ServiceError(f"Kafka error on {self._topic}[{p}]: {err}")
-                    offset = msg.offset() or 0
-                    span = todo.get(p)
-                    if span is None or offset > span[1]:
-                        todo.pop(p, None)
-                        continue
-                    buffers.setdefault(p, []).append(
-                        SourceRecord(offset, msg.timestamp()[1], msg.key(), msg.value())
-                    )
-                    if offset >= span[1]:
-                        todo.pop(p, None)
-                if buffers:
-                    idle_since = time.monotonic()
-                    yield [RecordBatch(self._topic, p, tuple(recs)) for p, recs in buffers.items()]
-                if time.monotonic() - idle_since > 60:
-                    raise ServiceError(f"no records from {self._topic!r} for 60 s")
-        finally:
-            consumer.close()
-
-    def _consumer(self) -> Consumer:
-        return Consumer(
-            {
-                **self._config,
-                "group.id": f"lb-verify-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "log_level": 3,
-            }
-        )
+)
 
 
 #: ``(records so far, records in all)``: called now and then while replaying.
@@ -230,7 +89,7 @@ class Verifier:
 
     def __init__(
         self,
-        client: Any,
+        client: RedisClient,
         log: LogReader,
         validator: Validator,
         namespace: str,
@@ -293,15 +152,13 @@ class Verifier:
         """Live watermarks per group; for the rest, the progress offset or the log's end."""
         try:
             for raw in self._client.scan_iter(match=f"{self._namespace}:*:meta:wm", count=1000):
-                key = raw.decode() if isinstance(raw, bytes) else raw
+                key = text(raw)
                 tag = tag_of(key)
                 if not self._wanted(tag):
                     continue
                 cut = self._cut.setdefault(tag, {})
                 for name, value in self._client.hgetall(key).items():
-                    topic, _, part = (
-                        name.decode() if isinstance(name, bytes) else name
-                    ).rpartition("/")
+                    topic, _, part = (text(name)).rpartition("/")
                     if topic == self._topic:
                         cut[int(part)] = int(value)
             ends = self._log.ends()
@@ -382,14 +239,14 @@ class Verifier:
         """Every group either side has (live watermarks, or the scratch replay)."""
         found = set(self._cut)
         for raw in self._client.scan_iter(match=f"{self.scratch}:*:meta:wm", count=1000):
-            found.add(tag_of(raw.decode() if isinstance(raw, bytes) else raw))
+            found.add(tag_of(text(raw)))
         return sorted(tag for tag in found if self._wanted(tag))
 
     def _windows(self, tag: str) -> list[str]:
         live, scratch = GroupKeys(self._namespace, tag), GroupKeys(self.scratch, tag)
         out: set[str] = set()
         for key in (live.boards, scratch.boards):
-            out |= {m.decode() if isinstance(m, bytes) else m for m in self._client.smembers(key)}
+            out |= {text(m) for m in self._client.smembers(key)}
         return sorted(out)
 
     def _compare(self, tag: str, report: VerifyReport) -> list[Difference]:
@@ -403,7 +260,7 @@ class Verifier:
             report.boards += 1
             for chunk in _chunks(self._client.zscan_iter(live_key, count=CHUNK), CHUNK):
                 report.members += len(chunk)
-                players = [_text(m) for m, _ in chunk]
+                players = [text_of(m) for m, _ in chunk]
                 expected = self._client.zmscore(scratch_key, players)
                 for player, (_, value), want in zip(players, chunk, expected, strict=True):
                     if want is None:
@@ -413,13 +270,13 @@ class Verifier:
                             Difference(tag, window, player, "wrong value", int(value), int(want))
                         )
             for chunk in _chunks(self._client.zscan_iter(scratch_key, count=CHUNK), CHUNK):
-                players = [_text(m) for m, _ in chunk]
+                players = [text_of(m) for m, _ in chunk]
                 present = self._client.zmscore(live_key, players)
                 for player, (_, want), value in zip(players, chunk, present, strict=True):
                     if value is None:
                         out.append(Difference(tag, window, player, "missing", None, int(want)))
         out += self._compare_counts(tag, report)
-        out += _counter_diffs(tag, self._stats(live.stats), self._stats(scratch.stats))
+        out += counter_diffs(tag, self._stats(live.stats), self._stats(scratch.stats))
         return out
 
     def _compare_counts(self, tag: str, report: VerifyReport) -> list[Difference]:
@@ -430,7 +287,7 @@ class Verifier:
             for kind in ("attempts", "entries"):
                 pattern = f"{glob_escape(keys.prefix)}meta:{kind}:*"
                 for raw in self._client.scan_iter(match=pattern, count=1000):
-                    names.add(_text(raw)[len(keys.prefix) :])
+                    names.add(text_of(raw)[len(keys.prefix) :])
         out: list[Difference] = []
         for name in sorted(names):
             report.boards += 1
@@ -440,13 +297,13 @@ class Verifier:
                 (scratch_key, live_key, False),
             ):
                 for chunk in _chunks(self._client.hscan_iter(first, count=CHUNK), CHUNK):
-                    fields = [_text(f) for f, _ in chunk]
+                    fields = [text_of(f) for f, _ in chunk]
                     others = self._client.hmget(second, fields)
                     for field_name, (_, value), other in zip(fields, chunk, others, strict=True):
                         if other is not None and (not live_first or int(other) == int(value)):
                             continue
                         got, want = (value, other) if live_first else (other, value)
-                        out.append(_difference(tag, name, field_name, got, want))
+                        out.append(difference(tag, name, field_name, got, want))
         return out
 
     def _settle(self, tag: str, suspects: list[Difference]) -> list[Difference]:
@@ -471,7 +328,7 @@ class Verifier:
         for window in windows:
             args += [len(by_window[window]), *by_window[window]]
         keys = [live.watermarks, live.stats, *(live.board(w) for w in windows)]
-        answer = self._client.eval(READ_AT_ONCE, len(keys), *keys, *args)
+        answer = READ_AT_ONCE(self._client, keys, args)
         watermarks = _pairs(answer[0])
         live_stats = {name: int(v) for name, v in _pairs(answer[1]).items()}
         upto: dict[int, int] = {}
@@ -483,6 +340,7 @@ class Verifier:
         out: list[Difference] = []
         for window, values in zip(windows, answer[2:], strict=True):
             players = by_window[window]
+            expected: list[Any]
             if window.startswith("meta:"):  # a tournament's attempts or seats hash
                 expected = self._client.hmget(scratch.board(window), players)
             else:
@@ -495,85 +353,15 @@ class Verifier:
                 kind = "missing" if got is None else "extra" if wanted is None else "wrong value"
                 out.append(Difference(tag, window, player, kind, got, wanted))
         if with_counters:
-            out += _counter_diffs(tag, live_stats, self._stats(scratch.stats))
+            out += counter_diffs(tag, live_stats, self._stats(scratch.stats))
         return out
 
     def _stats(self, key: str) -> dict[str, int]:
-        return {_text(k): int(v) for k, v in self._client.hgetall(key).items()}
-
-
-def rejudged(validator: Validator, letters: Iterable[Letter], topic: str) -> dict[str, int]:
-    """Per game: dead letters of ``topic`` whose original record today's settings accept.
-
-    The live job refused them when it read them (a game or key added since);
-    a replay judges the same records by today's settings and accepts them.
-    """
-    out: dict[str, int] = {}
-    for letter in letters:
-        if letter.headers.get("source.topic") != topic or letter.value is None:
-            continue
-        record = SourceRecord(letter.offset, letter.timestamp_ms, letter.key, letter.value)
-        try:
-            game = validator.check(record).event.game_id
-        except Rejected:
-            continue
-        out[game] = out.get(game, 0) + 1
-    return out
-
-
-def explain_redrives(report: VerifyReport, accepted_now: Mapping[str, int]) -> None:
-    """Move the counter differences a fix-then-``lb dlq redrive`` explains into ``explained``.
-
-    The live job dead-lettered each such original and later applied its
-    re-driven copy; a replay by today's settings accepts the original and
-    counts the copy as a duplicate. So, for a game whose boards are equal,
-    ``applied + noop`` agree and the replay has at most one more
-    ``duplicate`` per re-judged letter: expected, not a difference.
-    """
-    by_game: dict[str, list[Difference]] = {}
-    for diff in report.differences:
-        by_game.setdefault(diff.tag.split("/", 1)[0], []).append(diff)
-    for game, diffs in sorted(by_game.items()):
-        if any(d.kind != "counter" for d in diffs):
-            continue  # the boards differ: nothing here is expected
-        delta = {name: 0 for name in COUNTERS}
-        for d in diffs:
-            delta[d.player] += (d.log or 0) - (d.live or 0)
-        extra = delta.pop(DUPLICATE)
-        judged = delta.pop(APPLIED) + delta.pop(NOOP)
-        if judged or any(delta.values()) or not 0 < extra <= accepted_now.get(game, 0):
-            continue
-        report.differences = [d for d in report.differences if d not in diffs]
-        report.explained.append(
-            f"game {game}: the replay counts {extra:,} more duplicate(s) than the live job, "
-            f"expected: {accepted_now[game]:,} dead letter(s) of it pass today's settings, so "
-            "the replay accepts each original and counts its lb dlq redrive copy as a "
-            "duplicate, where the live job refused the original and applied the copy "
-            "(boards equal)"
-        )
-
-
-def _difference(tag: str, board: str, field_name: str, live: Any, log: Any) -> Difference:
-    got = None if live is None else int(live)
-    wanted = None if log is None else int(log)
-    kind = "missing" if got is None else "extra" if wanted is None else "wrong value"
-    return Difference(tag, board, field_name, kind, got, wanted)
-
-
-def _counter_diffs(tag: str, live: dict[str, int], log: dict[str, int]) -> list[Difference]:
-    return [
-        Difference(tag, "meta:stats", name, "counter", live.get(name, 0), log.get(name, 0))
-        for name in COUNTERS
-        if live.get(name, 0) != log.get(name, 0)
-    ]
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+        return {text_of(k): int(v) for k, v in self._client.hgetall(key).items()}
 
 
 def _pairs(flat: Sequence[Any]) -> dict[str, Any]:
-    return {_text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+    return {text_of(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
 
 
 def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -587,4 +375,4 @@ def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield chunk
 
 
-__all__ = ["Difference", "LogReader", "Verifier", "VerifyReport"]
+__all__ = ["Verifier"]

@@ -11,15 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import redis
-from redis.cluster import RedisCluster
-
+from adapters.redis import RedisClient
 from config import clients
 from config.clients import game_catalog
 from config.settings import Settings
-
-#: A standalone or cluster-aware client; every reader accepts either.
-RedisClient = redis.Redis | RedisCluster
 
 
 def redis_client(settings: Settings, **options: Any) -> RedisClient:

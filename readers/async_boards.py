@@ -19,8 +19,10 @@ from typing import Any
 import redis
 from redis.exceptions import RedisClusterException
 
+from adapters.redis import AsyncRedisClient
 from domain.errors import ServiceError
 from domain.ranking import rank_mode, visible_rank
+from readers.board_reads import check_player_id, members_with_scores
 from readers.boards import (
     AROUND_SCRIPT,
     RANK_SCRIPT,
@@ -28,8 +30,6 @@ from readers.boards import (
     BoardReader,
     RankAnswer,
     TopPage,
-    check_player_id,
-    members_with_scores,
 )
 
 
@@ -43,7 +43,7 @@ async def _call(command: Awaitable[Any]) -> Any:
 class AsyncBoardReader:
     """``top``, ``rank`` and ``around`` as coroutines, answering like ``sync``."""
 
-    def __init__(self, sync: BoardReader, client: Any) -> None:
+    def __init__(self, sync: BoardReader, client: AsyncRedisClient) -> None:
         self.sync = sync
         self._client = client
 
@@ -84,7 +84,7 @@ class AsyncBoardReader:
         board = self.sync.board(game_id, window_spec, now_ms)
         if not board.sharded and rank_mode(ranks) == "unique":
             reply = await _call(
-                self._client.eval(RANK_SCRIPT, 1, board.keys[0], player_id, board.codec.slots)
+                RANK_SCRIPT.run_async(self._client, [board.keys[0]], [player_id, board.codec.slots])
             )
             found = self.sync.parse_rank_reply(reply)
             # Past the exact tier the percentile may come from a sketch: the sync path.
@@ -109,5 +109,5 @@ class AsyncBoardReader:
             return await asyncio.to_thread(
                 self.sync.around, game_id, player_id, window_spec, k, now_ms=now_ms, ranks=ranks
             )
-        reply = await _call(self._client.eval(AROUND_SCRIPT, 1, board.keys[0], player_id, k))
+        reply = await _call(AROUND_SCRIPT.run_async(self._client, [board.keys[0]], [player_id, k]))
         return self.sync.around_answer(board, self.sync.parse_around_reply(reply, k))

@@ -30,9 +30,10 @@ snapshot of the board, so rank, score and percentile always agree. Unsharded
 pipelines run as MULTI/EXEC for the same reason (one slot, so this also works
 on a cluster). A sharded answer spans several slots and cannot be atomic; it
 re-reads the player's value and retries if it moved in between. The scripts
-only read; they go out as ``EVAL`` rather than ``EVAL_RO`` because redis-py's
-cluster client routes ``EVAL`` by its key locally but asks the server
-(``COMMAND GETKEYS``, one more round trip) where ``EVAL_RO`` goes.
+only read; they go out as ``EVALSHA`` (:class:`adapters.redis.Script`) rather
+than ``EVALSHA_RO`` because redis-py's cluster client routes ``EVALSHA`` by its
+key locally but asks the server (``COMMAND GETKEYS``, one more round trip)
+where the read-only variant goes.
 
 **Global top-K.** An offset page of a sharded board is served from the key
 ``<ns>:{<game>}:top:<window id>`` (:mod:`domain.topk`) that ``lb topk run``
@@ -44,20 +45,24 @@ more than K members; otherwise (no merger running, a short board's last page)
 the shards are merged live as before. The key is up to one merge period
 behind the shards; cursor pages, ``rank`` and ``around`` always read the
 shards.
+
+The module is :class:`BoardReader` (about 400 lines): each query's plan, reads
+and answer are its methods because the asyncio face
+(:mod:`readers.async_boards`) reuses the plan and answer halves around its own
+reads. The reads that differ for sharded boards are in
+:mod:`readers.board_reads`, a player's tournaments in
+:mod:`readers.player_tournaments`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-import redis
-from redis.exceptions import RedisClusterException
-
-from domain.errors import QueryError, ServiceError
+from adapters.redis import RedisClient, Script
+from domain.errors import QueryError
 from domain.games import GameCatalog, GameConfig
-from domain.keys import LIVE_NAMESPACE, GroupKeys, shard_of, shard_tag
+from domain.keys import LIVE_NAMESPACE, GroupKeys, shard_tag
 from domain.ranking import (
     MAX_K,
     MAX_LIMIT,
@@ -66,22 +71,14 @@ from domain.ranking import (
     Member,
     competition_ranks,
     composite_of,
-    count_before,
     entries,
-    merge_top,
-    neighbours,
-    page_after,
     percentile,
     rank_mode,
-    score_floor,
     split_window,
     visible_rank,
 )
-from domain.scoring import TieCodec
 from domain.topk import global_top_key
-from domain.validation import MAX_ID_LENGTH
 from domain.windows import Window, WindowKind
-from readers import RedisClient
 from readers.answers import (
     AroundAnswer,
     PlayerTournament,
@@ -89,6 +86,20 @@ from readers.answers import (
     RankAnswer,
     TopPage,
 )
+from readers.board_reads import (
+    MAX_SHARDED_DEPTH,
+    Board,
+    around_sharded,
+    call,
+    check_player_id,
+    execute,
+    flat_members,
+    members_with_scores,
+    page_after_position,
+    page_at,
+    rank_sharded,
+)
+from readers.player_tournaments import player_tournaments
 from readers.sketches import SketchCache, approximate_percentile
 
 #: A published sketch older than this is not used (the exact count is).
@@ -104,18 +115,16 @@ __all__ = [
     "RankAnswer",
     "TopPage",
     "UnknownGameError",
+    "call",
+    "execute",
+    "flat_members",
+    "members_with_scores",
 ]
-
-#: Deepest ``offset + limit`` served on a sharded board: every shard must return
-#: that many members for the merge (at 4 shards and depth 9,000 that was ~250 ms
-#: per page, against ~0.3 ms for a cursor page). Deeper pages use the cursor.
-MAX_SHARDED_DEPTH = 1_000
-#: How often a sharded rank/around re-reads when the player's value moves meanwhile.
-_SHARDED_ATTEMPTS = 3
 
 #: KEYS[1] board; ARGV[1] playerId, ARGV[2] slots.
 #: Returns {0-based ZREVRANK or nil, composite text or nil, ZCARD, lower-score count or nil}.
-RANK_SCRIPT = """
+RANK_SCRIPT = Script(
+    """
 local n = redis.call('ZCARD', KEYS[1])
 local c = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not c then return {false, false, n, false} end
@@ -125,10 +134,12 @@ local floor = v - math.fmod(v, tonumber(ARGV[2]))
 local lower = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. string.format('%.17g', floor))
 return {r, c, n, lower}
 """
+)
 
 #: KEYS[1] board; ARGV[1] playerId, ARGV[2] k.
 #: Returns nil, or {0-based ZREVRANK, {member, composite, ...} of ranks r-k .. r+k}.
-AROUND_SCRIPT = """
+AROUND_SCRIPT = Script(
+    """
 local r = redis.call('ZREVRANK', KEYS[1], ARGV[1])
 if not r then return false end
 local k = tonumber(ARGV[2])
@@ -136,6 +147,7 @@ local lo = r - k
 if lo < 0 then lo = 0 end
 return {r, redis.call('ZREVRANGE', KEYS[1], lo, r + k, 'WITHSCORES')}
 """
+)
 
 
 class UnknownGameError(QueryError):
@@ -146,74 +158,12 @@ class UnknownGameError(QueryError):
     """
 
 
-@dataclass(frozen=True, slots=True)
-class Board:
-    """One game's board of one window: its rules, codec and (per shard) keys."""
-
-    game_id: str
-    config: GameConfig
-    window: Window
-    codec: TieCodec
-    keys: tuple[str, ...]
-    #: The global top-K key of a sharded board (``None`` when unsharded).
-    top_key: str | None = None
-
-    @property
-    def sharded(self) -> bool:
-        return len(self.keys) > 1
-
-    def shard_index(self, player_id: str) -> int:
-        """Index into :attr:`keys` of the key holding ``player_id``."""
-        shard = shard_of(player_id, len(self.keys))
-        return 0 if shard is None else shard
-
-    def key_of(self, player_id: str) -> str:
-        return self.keys[self.shard_index(player_id)]
-
-
-def check_player_id(player_id: str, what: str = "playerId") -> None:
-    """Refuse an id the job could never have written (before any I/O)."""
-    if not isinstance(player_id, str) or not 0 < len(player_id) <= MAX_ID_LENGTH:
-        raise QueryError(f"{what} must be 1..{MAX_ID_LENGTH} characters")
-
-
 def _check_int(name: str, value: int, low: int, high: int | None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise QueryError(f"{name} must be an integer, got {value!r}")
     if value < low or (high is not None and value > high):
         bound = f"{low}..{high}" if high is not None else f">= {low}"
         raise QueryError(f"{name} must be {bound}, got {value}")
-
-
-def text(value: bytes | str) -> str:
-    """A member from a reply: bytes from a default client, str from a decoding one."""
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def members_with_scores(pairs: Sequence[tuple[bytes | str, float]]) -> list[Member]:
-    """Members of a ``WITHSCORES`` reply as parsed by redis-py (a list of pairs)."""
-    return [Member(text(member), composite_of(score)) for member, score in pairs]
-
-
-def flat_members(flat: Sequence[Any]) -> list[Member]:
-    """Members of a raw ``member, score, member, score, ...`` reply (from Lua)."""
-    return [Member(text(flat[i]), composite_of(flat[i + 1])) for i in range(0, len(flat) - 1, 2)]
-
-
-def execute(pipe: Any) -> list[Any]:
-    """Run a pipeline, turning client errors into :class:`ServiceError`."""
-    try:
-        return list(pipe.execute())
-    except (redis.RedisError, RedisClusterException) as exc:
-        raise ServiceError(f"Redis read failed: {exc}") from exc
-
-
-def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Run one client command, turning client errors into :class:`ServiceError`."""
-    try:
-        return fn(*args, **kwargs)
-    except (redis.RedisError, RedisClusterException) as exc:
-        raise ServiceError(f"Redis read failed: {exc}") from exc
 
 
 class BoardReader:
@@ -230,12 +180,17 @@ class BoardReader:
     ) -> None:
         if not namespace or any(c in namespace for c in "{}: "):
             raise QueryError(f"namespace must be non-empty without {{}}: or spaces: {namespace!r}")
-        self._client: Any = client
+        self._client: RedisClient = client
         self._catalog = catalog
         self.namespace = namespace
         self._sketches = SketchCache()
 
     # -- resolution -------------------------------------------------------------------
+
+    @property
+    def client(self) -> RedisClient:
+        """The Redis client it reads with."""
+        return self._client
 
     def game(self, game_id: str) -> GameConfig:
         """The rules of ``game_id``; :class:`UnknownGameError` if it is not served."""
@@ -311,9 +266,11 @@ class BoardReader:
         competition = rank_mode(ranks) == "competition"
         board, after = self.top_plan(game_id, window_spec, limit, offset, cursor, now_ms=now_ms)
         if after is not None:
-            members, first_rank = self._page_after(board, after.position, limit + 1)
+            members, first_rank = page_after_position(
+                self._client, board, after.position, limit + 1
+            )
         else:
-            members, first_rank = self._page_at(board, offset, limit + 1)
+            members, first_rank = page_at(self._client, board, offset, limit + 1)
         answer = self.top_answer(board, members, first_rank, limit)
         if competition:
             self._share_ranks(board, answer["entries"])
@@ -373,62 +330,6 @@ class BoardReader:
             "nextCursor": next_cursor,
         }
 
-    def _page_at(self, board: Board, offset: int, count: int) -> tuple[list[Member], int]:
-        if not board.sharded:
-            pairs = call(
-                self._client.zrevrange, board.keys[0], offset, offset + count - 1, withscores=True
-            )
-            return members_with_scores(pairs), offset + 1
-        if offset + count - 1 > MAX_SHARDED_DEPTH:
-            raise QueryError(
-                f"offset + limit beyond {MAX_SHARDED_DEPTH} on a sharded board: "
-                f"page with the cursor (nextCursor) instead"
-            )
-        if board.top_key is not None:
-            # The merged top-K, when it holds the whole page (and the member after it).
-            pairs = call(
-                self._client.zrevrange, board.top_key, offset, offset + count - 1, withscores=True
-            )
-            if len(pairs) == count:
-                return members_with_scores(pairs), offset + 1
-        pipe = self._client.pipeline(transaction=False)
-        for key in board.keys:
-            pipe.zrevrange(key, 0, offset + count - 1, withscores=True)
-        pages = [members_with_scores(pairs) for pairs in execute(pipe)]
-        return merge_top(pages, offset + count)[offset:], offset + 1
-
-    def _page_after(self, board: Board, position: Member, count: int) -> tuple[list[Member], int]:
-        """``count`` members strictly after ``position``, and the rank of the first.
-
-        Per key: how many are above the position's composite, every member at
-        exactly that composite (the ties, where the playerId decides), and the
-        first ``count`` below it. The ties are fetched whole because Redis
-        cannot range over (score, member) pairs; they are rare except with
-        ``tie_resolution = "none"``, where a page costs O(players tied there).
-        """
-        c = str(position.composite)
-        pipe = self._client.pipeline(transaction=not board.sharded)
-        for key in board.keys:
-            pipe.zcount(key, f"({c}", "+inf")
-            pipe.zrange(key, c, c, byscore=True)
-            pipe.zrange(
-                key, f"({c}", "-inf", desc=True, byscore=True, offset=0, num=count, withscores=True
-            )
-        answers = execute(pipe)
-        above = 0
-        ties: list[Member] = []
-        below: list[list[Member]] = []
-        for i in range(len(board.keys)):
-            count_above, tied, lower = answers[3 * i : 3 * i + 3]
-            above += int(count_above)
-            ties += [Member(text(m), position.composite) for m in tied]
-            below.append(members_with_scores(lower))
-        members = page_after(position, ties, below, count)
-        # Everything at or before the position was served already.
-        before = count_before(position, above, ties)
-        before += sum(1 for t in ties if t.player_id == position.player_id)
-        return members, before + 1
-
     # -- rank -------------------------------------------------------------------------
 
     def rank(
@@ -449,7 +350,11 @@ class BoardReader:
         competition = rank_mode(ranks) == "competition"
         check_player_id(player_id)
         board = self.board(game_id, window_spec, now_ms)
-        found = (self._rank_sharded if board.sharded else self._rank_single)(board, player_id)
+        found = (
+            rank_sharded(self._client, board, player_id)
+            if board.sharded
+            else self._rank_single(board, player_id)
+        )
         answer = self.rank_answer(board, player_id, found, now_ms=now_ms)
         if competition and answer["rank"] is not None and answer["score"] is not None:
             answer["rank"] = self._ahead_on_score(board, answer["score"]) + 1
@@ -501,7 +406,7 @@ class BoardReader:
         return answer
 
     def _rank_single(self, board: Board, player_id: str) -> tuple[int, int, int, int] | None:
-        reply = call(self._client.eval, RANK_SCRIPT, 1, board.keys[0], player_id, board.codec.slots)
+        reply = call(RANK_SCRIPT, self._client, [board.keys[0]], [player_id, board.codec.slots])
         return self.parse_rank_reply(reply)
 
     @staticmethod
@@ -511,42 +416,6 @@ class BoardReader:
         if raw is None:
             return None
         return int(rank0) + 1, composite_of(raw), int(lower), int(total)
-
-    def _player_value(self, board: Board, player_id: str) -> int | None:
-        raw = call(self._client.zscore, board.key_of(player_id), player_id)
-        return None if raw is None else composite_of(raw)
-
-    def _rank_sharded(self, board: Board, player_id: str) -> tuple[int, int, int, int] | None:
-        composite = self._player_value(board, player_id)
-        for attempt in range(_SHARDED_ATTEMPTS):
-            if composite is None:
-                return None
-            position = Member(player_id, composite)
-            c = str(composite)
-            floor = score_floor(composite, board.codec.slots)
-            pipe = self._client.pipeline(transaction=False)
-            pipe.zscore(board.key_of(player_id), player_id)
-            for key in board.keys:
-                pipe.zcount(key, f"({c}", "+inf")
-                pipe.zrange(key, c, c, byscore=True)
-                pipe.zcount(key, "-inf", f"({floor}")
-                pipe.zcard(key)
-            answers = execute(pipe)
-            now = None if answers[0] is None else composite_of(answers[0])
-            if now != composite and attempt + 1 < _SHARDED_ATTEMPTS:
-                composite = now  # moved between the two trips: ask again
-                continue
-            above = lower = total = 0
-            ties: list[Member] = []
-            for i in range(len(board.keys)):
-                count_above, tied, count_lower, card = answers[1 + 4 * i : 5 + 4 * i]
-                above += int(count_above)
-                ties += [Member(text(m), composite) for m in tied]
-                lower += int(count_lower)
-                total += int(card)
-            total = max(total, 1)  # the shards are read one after another, not atomically
-            return count_before(position, above, ties) + 1, composite, min(lower, total), total
-        return None  # pragma: no cover - the loop always returns
 
     # -- a player's tournaments ---------------------------------------------------------
 
@@ -560,47 +429,7 @@ class BoardReader:
         with the board). A tournament the player never entered, or left (a
         ``RETRACT``), is not listed. ``now_ms`` only decides ``status``.
         """
-        rank_mode(ranks)
-        check_player_id(player_id)
-        config = self.game(game_id)
-        keys = GroupKeys(self.namespace, shard_tag(game_id, shard_of(player_id, config.shards)))
-        tournaments = sorted(config.tournaments, key=lambda t: (t.start_ms, t.name))
-        answer: PlayerTournaments = {"gameId": game_id, "playerId": player_id, "tournaments": []}
-        if not tournaments:
-            return answer
-        pipe = self._client.pipeline(transaction=False)
-        for tournament in tournaments:
-            pipe.hget(keys.attempts(tournament.name), player_id)
-        for tournament, used in zip(tournaments, execute(pipe), strict=True):
-            if used is None:
-                continue  # never entered: not on the board
-            window = tournament.window
-            standing = self.rank(game_id, player_id, window.id, now_ms=now_ms, ranks=ranks)
-            if standing["score"] is None:
-                continue  # entered, then removed (RETRACT)
-            status: Literal["upcoming", "running", "ended"] = (
-                "upcoming"
-                if now_ms < tournament.start_ms
-                else "running"
-                if now_ms < tournament.end_ms
-                else "ended"
-            )
-            answer["tournaments"].append(
-                {
-                    "tournament": tournament.name,
-                    "window": window.id,
-                    "startMs": tournament.start_ms,
-                    "endMs": tournament.end_ms,
-                    "status": status,
-                    "rank": standing["rank"],
-                    "score": standing["score"],
-                    "percentile": standing["percentile"],
-                    "attempts": int(used),
-                    "maxAttempts": tournament.max_attempts,
-                    "maxEntries": tournament.max_entries,
-                }
-            )
-        return answer
+        return player_tournaments(self, game_id, player_id, now_ms=now_ms, ranks=ranks)
 
     # -- around -----------------------------------------------------------------------
 
@@ -617,8 +446,10 @@ class BoardReader:
         """The ``k`` players right above and right below a player (fewer at the edges)."""
         competition = rank_mode(ranks) == "competition"
         board = self.around_plan(game_id, player_id, window_spec, k, now_ms=now_ms)
-        found = (self._around_sharded if board.sharded else self._around_single)(
-            board, player_id, k
+        found = (
+            around_sharded(self._client, board, player_id, k)
+            if board.sharded
+            else self._around_single(board, player_id, k)
         )
         answer = self.around_answer(board, found)
         if competition and answer["player"] is not None:
@@ -651,7 +482,7 @@ class BoardReader:
     def _around_single(
         self, board: Board, player_id: str, k: int
     ) -> tuple[int, list[Member], Member, list[Member]] | None:
-        reply = call(self._client.eval, AROUND_SCRIPT, 1, board.keys[0], player_id, k)
+        reply = call(AROUND_SCRIPT, self._client, [board.keys[0]], [player_id, k])
         return self.parse_around_reply(reply, k)
 
     @staticmethod
@@ -664,41 +495,3 @@ class BoardReader:
         rank0, flat = int(reply[0]), reply[1]
         above, me, below = split_window(flat_members(flat), rank0 - max(0, rank0 - k))
         return rank0 + 1, above, me, below
-
-    def _around_sharded(
-        self, board: Board, player_id: str, k: int
-    ) -> tuple[int, list[Member], Member, list[Member]] | None:
-        composite = self._player_value(board, player_id)
-        for attempt in range(_SHARDED_ATTEMPTS):
-            if composite is None:
-                return None
-            position = Member(player_id, composite)
-            c = str(composite)
-            pipe = self._client.pipeline(transaction=False)
-            pipe.zscore(board.key_of(player_id), player_id)
-            for key in board.keys:
-                pipe.zcount(key, f"({c}", "+inf")
-                pipe.zrange(key, c, c, byscore=True)
-                pipe.zrange(key, f"({c}", "+inf", byscore=True, offset=0, num=k, withscores=True)
-                pipe.zrange(
-                    key, f"({c}", "-inf", desc=True, byscore=True, offset=0, num=k, withscores=True
-                )
-            answers = execute(pipe)
-            now = None if answers[0] is None else composite_of(answers[0])
-            if now != composite and attempt + 1 < _SHARDED_ATTEMPTS:
-                composite = now
-                continue
-            above_count = 0
-            ties: list[Member] = []
-            ups: list[list[Member]] = []
-            downs: list[list[Member]] = []
-            for i in range(len(board.keys)):
-                count_above, tied, up, down = answers[1 + 4 * i : 5 + 4 * i]
-                above_count += int(count_above)
-                ties += [Member(text(m), composite) for m in tied]
-                ups.append(members_with_scores(up) if k else [])
-                downs.append(members_with_scores(down) if k else [])
-            before, after = neighbours(position, ties, ups, downs, k)
-            rank = count_before(position, above_count, ties) + 1
-            return rank, before, position, after
-        return None  # pragma: no cover - the loop always returns

@@ -32,13 +32,14 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from adapters.redis import RedisClient, text
 from domain.errors import QueryError
 from domain.games import GameCatalog
 from domain.keys import LIVE_NAMESPACE, GroupKeys, shard_tag
 from domain.ranking import Entry, Member, composite_of, entries, jittered_ttl_ms, rank_members
-from readers import RedisClient
 from readers.answers import FriendsBoard
-from readers.boards import Board, BoardReader, call, check_player_id, execute, flat_members, text
+from readers.board_reads import call, check_player_id, execute, flat_members
+from readers.boards import Board, BoardReader
 
 __all__ = [
     "DEFAULT_CACHE_TTL_MS",
@@ -145,7 +146,7 @@ class FriendsReader:
         rng: random.Random | None = None,
     ) -> None:
         jittered_ttl_ms(cache_ttl_ms, jitter, 0.5)  # validates the parameters
-        self._client: Any = client
+        self._client: RedisClient = client
         self._boards = BoardReader(client, catalog, namespace)
         self.namespace = namespace
         self._ttl_ms = cache_ttl_ms

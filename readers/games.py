@@ -8,14 +8,12 @@ configuration; its boards are found by their registry key
 
 from __future__ import annotations
 
-from typing import Any
-
 import redis
 from redis.exceptions import RedisClusterException
 
+from adapters.redis import RedisClient, text
 from domain.errors import ServiceError
 from domain.games import GameCatalog
-from readers.boards import text
 
 
 def glob_escape(raw: str) -> str:
@@ -23,7 +21,7 @@ def glob_escape(raw: str) -> str:
     return "".join(f"\\{c}" if c in "*?[]\\" else c for c in raw)
 
 
-def games_with_boards(client: Any, namespace: str, catalog: GameCatalog) -> list[str]:
+def games_with_boards(client: RedisClient, namespace: str, catalog: GameCatalog) -> list[str]:
     """Configured games and every served game with a board registry in Redis, sorted."""
     found = set(catalog.games())
     pattern = f"{glob_escape(namespace)}:{{*}}:meta:boards"
@@ -38,7 +36,7 @@ def games_with_boards(client: Any, namespace: str, catalog: GameCatalog) -> list
     return sorted(found)
 
 
-def namespaces_with_boards(client: Any) -> list[str]:
+def namespaces_with_boards(client: RedisClient) -> list[str]:
     """Every key namespace holding a board registry (``<ns>:{<game>}:meta:boards``), sorted."""
     found: set[str] = set()
     try:
@@ -49,7 +47,9 @@ def namespaces_with_boards(client: Any) -> list[str]:
     return sorted(found)
 
 
-def what_exists_instead(client: Any, namespace: str, catalog: GameCatalog, game: str) -> str | None:
+def what_exists_instead(
+    client: RedisClient, namespace: str, catalog: GameCatalog, game: str
+) -> str | None:
     """``None`` when ``game`` is configured or has boards in ``namespace``; else what exists.
 
     For the moment a typo (a game id, ``LB_NAMESPACE``) would read as an empty

@@ -7,17 +7,18 @@ reader answers from what was published, so an HTTP request never scans Kafka.
 
 from __future__ import annotations
 
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
+from adapters.redis import RedisClient
 from domain.errors import QueryError
 from domain.games import GameCatalog
 from domain.heavy_hitters import ActivityCounts, HotItem, hot_key
 from domain.keys import LIVE_NAMESPACE
 from domain.ranking import MAX_LIMIT
 from domain.validation import MAX_ID_LENGTH
-from readers import RedisClient
 from readers.answers import HotAnswer, HotPlayer, HotRow
-from readers.boards import UnknownGameError, call
+from readers.board_reads import call
+from readers.boards import UnknownGameError
 
 __all__ = ["HotAnswer", "HotReader", "answer_of"]
 
@@ -68,7 +69,7 @@ class HotReader:
     def __init__(
         self, client: RedisClient, catalog: GameCatalog, namespace: str = LIVE_NAMESPACE
     ) -> None:
-        self._client: Any = client
+        self._client: RedisClient = client
         self._catalog = catalog
         self.namespace = namespace
 

@@ -51,6 +51,7 @@ from fastavro.read import SchemaResolutionError
 
 from domain.errors import CodecError, ConfigError
 from domain.events import EventKind, ScoreEvent
+from schemas.wire_view import wire_view
 
 #: The registry committed with the code.
 DEFAULT_REGISTRY = Path(__file__).with_name("registry.json")
@@ -210,14 +211,14 @@ class ScoreEventCodec:
         """Prepare every version of ``subject``; ``ConfigError`` if v1 cannot hold a ScoreEvent."""
         self.subject = subject
         base = subject.versions[0]
-        reader_view, reader_enums = _wire_view(base.schema)
+        reader_view, reader_enums = wire_view(base.schema)
         _check_reader(base, reader_view)
         self._reader_json = json.dumps(reader_view)
         reader_parsed = cast(dict[str, Any], fastavro.parse_schema(reader_view))
         reader_symbols = _kind_symbols(base.schema, reader_enums)
         by_id: dict[int, _Wire] = {}
         for version in subject.versions:
-            view, enums = _wire_view(version.schema)
+            view, enums = wire_view(version.schema)
             view_json = json.dumps(view)
             symbols = _kind_symbols(version.schema, enums) or reader_symbols
             kinds = tuple(EventKind(s) if s in _KIND_VALUES else None for s in symbols)
@@ -351,81 +352,6 @@ def _brief(exc: BaseException) -> str:
     message = str(exc)
     text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
     return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 3] + "..."
-
-
-def _wire_view(schema: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, list[str]]]:
-    """A copy of ``schema`` that reads the same bytes with no per-record conversion.
-
-    Enums become ``int`` (references to them by name too, defaults become the
-    symbol's index) and ``logicalType`` annotations are dropped. Returns the
-    view and the enums found (full and short name -> symbols).
-    """
-    enums: dict[str, list[str]] = {}
-
-    def collect(node: Any, namespace: str) -> None:
-        if isinstance(node, list):
-            for item in node:
-                collect(item, namespace)
-        elif isinstance(node, dict):
-            kind = node.get("type")
-            name = node.get("name")
-            ns = node.get("namespace", namespace)
-            if isinstance(name, str) and "." in name:
-                ns = name.rsplit(".", 1)[0]
-            if kind == "enum" and isinstance(name, str):
-                short = name.rsplit(".", 1)[-1]
-                enums[short] = list(node.get("symbols", []))
-                enums[f"{ns}.{short}" if ns else short] = list(node.get("symbols", []))
-            for field in node.get("fields", []) if kind in ("record", "error") else []:
-                collect(field.get("type"), ns)
-            for key in ("items", "values"):
-                if key in node:
-                    collect(node[key], ns)
-            if isinstance(kind, (dict, list)):
-                collect(kind, ns)
-
-    def enum_symbols(node: Any) -> list[str] | None:
-        if isinstance(node, str):
-            return enums.get(node)
-        if isinstance(node, dict):
-            if node.get("type") == "enum":
-                return list(node.get("symbols", []))
-            return enum_symbols(node.get("type"))
-        if isinstance(node, list) and node:
-            return enum_symbols(node[0])  # a union's default belongs to its first branch
-        return None
-
-    def rewrite(node: Any) -> Any:
-        if isinstance(node, str):
-            return "int" if node in enums else node
-        if isinstance(node, list):
-            return [rewrite(item) for item in node]
-        if not isinstance(node, dict):
-            return node
-        if node.get("type") == "enum":
-            return "int"
-        out = {k: v for k, v in node.items() if k != "logicalType"}
-        if set(out) == {"type"} and isinstance(out["type"], str):
-            return rewrite(out["type"])  # {"type": "long", "logicalType": ...} -> "long"
-        if out.get("type") in ("record", "error"):
-            fields = []
-            for field in node.get("fields", []):
-                new_field = dict(field)
-                new_field["type"] = rewrite(field["type"])
-                symbols = enum_symbols(field["type"])
-                if "default" in field and symbols is not None and field["default"] in symbols:
-                    new_field["default"] = symbols.index(field["default"])
-                fields.append(new_field)
-            out["fields"] = fields
-        for key in ("items", "values"):
-            if key in out:
-                out[key] = rewrite(out[key])
-        if isinstance(out.get("type"), (dict, list)):
-            out["type"] = rewrite(out["type"])
-        return out
-
-    collect(schema, "")
-    return rewrite(copy.deepcopy(dict(schema))), enums
 
 
 def _kind_symbols(schema: Mapping[str, Any], enums: Mapping[str, list[str]]) -> list[str]:

@@ -19,21 +19,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from config.clients import QUIET_KAFKA_LOGGER
+from adapters.kafka import QUIET_KAFKA_LOGGER, header_map
 from domain.errors import RetryBudgetExceeded
 from domain.outcomes import DeadLetterHeader as Header
 
 #: Records of the first window read back from a partition's end (then x4 each time).
 FIRST_WINDOW = 64
-
-
-def header_map(headers: Sequence[tuple[str, bytes | None]] | None) -> dict[str, str]:
-    """Headers of a dead letter as text (for readers and tests)."""
-    return {k: (v or b"").decode("utf-8", "replace") for k, v in headers or []}
 
 
 def last_letter(

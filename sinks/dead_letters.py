@@ -43,14 +43,14 @@ from typing import Any
 from bytewax.outputs import DynamicSink, StatelessSinkPartition
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from config.clients import QUIET_KAFKA_LOGGER
+from adapters.kafka import QUIET_KAFKA_LOGGER, ErrorLog, header_map, topic_partitions
 from domain.errors import Deposed, RetryBudgetExceeded, ServiceError
 from domain.outcomes import DeadLetterHeader as Header
 from domain.records import CheckedBatch, DeadLetter
 from sinks import outcomes
-from sinks.dead_letter_tail import header_map, last_letter
+from sinks.dead_letter_tail import last_letter
 from sinks.retry import give_up, step_down
-from sources.kafka_source import ErrorLog, topic_partitions
+from telemetry import hooks
 
 __all__ = ["DeadLetterSink", "header_map", "letter_headers", "transactional_id"]
 
@@ -336,7 +336,9 @@ def transactional_producer(config: Mapping[str, str], txn_id: str) -> Producer:
             # process that died mid-batch); it bounds each delivery attempt too.
             "transaction.timeout.ms": 60_000,
             "message.timeout.ms": 60_000,
-            "error_cb": ErrorLog(f"dead-letter producer {txn_id}"),
+            "error_cb": ErrorLog(
+                f"dead-letter producer {txn_id}", counted=hooks.kafka_error, logger=log
+            ),
             "log_level": 3,
             "logger": QUIET_KAFKA_LOGGER,
         }

@@ -8,15 +8,15 @@ any before it. One Lua call answers each attempt atomically.
 
 from __future__ import annotations
 
-from typing import Any
-
 import redis
 from redis.exceptions import RedisClusterException
 
+from adapters.redis import RedisClient, Script, text_of
 from domain.errors import ServiceError
 from domain.lease import Answer, Deployment, lease_keys
 
-ACQUIRE = """
+ACQUIRE = Script(
+    """
 -- KEYS[1] holder hash, KEYS[2] epoch counter
 -- ARGV: id, where, ttl ms, our epoch (0: none yet)
 -- Returns {1, epoch} held by us, {0, epoch, id, where} held by another, {-1, epoch} lost.
@@ -42,47 +42,48 @@ redis.call('HSET', KEYS[1], 'id', ARGV[1], 'where', ARGV[2], 'epoch', epoch)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {1, epoch}
 """
+)
 
-RELEASE = """
+RELEASE = Script(
+    """
 -- KEYS[1] holder hash; ARGV[1] id: drop the lease only if it is ours
 if redis.call('HGET', KEYS[1], 'id') == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+)
 
 
 class RedisLease:
     """One deployment's handle on the lease of one projection."""
 
-    def __init__(self, client: Any, namespace: str, topic: str, me: Deployment) -> None:
+    def __init__(self, client: RedisClient, namespace: str, topic: str, me: Deployment) -> None:
         self._client = client
         self._me = me
         self._keys = list(lease_keys(namespace, topic))
 
     def attempt(self, epoch: int, ttl_s: float) -> Answer:
         """Acquire (``epoch`` 0) or renew the lease; Redis errors propagate."""
-        reply = self._client.eval(
-            ACQUIRE, 2, *self._keys, self._me.id, self._me.where, int(ttl_s * 1000), epoch
+        reply = ACQUIRE(
+            self._client, self._keys, [self._me.id, self._me.where, int(ttl_s * 1000), epoch]
         )
         code, got = int(reply[0]), int(reply[1])
         if code == 1:
             return Answer(held=True, epoch=got)
         if code == -1:
             return Answer(held=False, epoch=got, lost=True)
-        return Answer(held=False, epoch=got, holder=Deployment(_text(reply[2]), _text(reply[3])))
+        return Answer(
+            held=False, epoch=got, holder=Deployment(text_of(reply[2]), text_of(reply[3]))
+        )
 
     def release(self) -> bool:
         """Give the lease up now (a clean stop), if it is still ours."""
         try:
-            return bool(self._client.eval(RELEASE, 1, self._keys[0], self._me.id))
+            return bool(RELEASE(self._client, self._keys[:1], [self._me.id]))
         except (redis.RedisError, RedisClusterException):
             return False  # it expires by itself
 
 
-def peek(client: Any, namespace: str, topic: str) -> tuple[Deployment, int] | None:
+def peek(client: RedisClient, namespace: str, topic: str) -> tuple[Deployment, int] | None:
     """The deployment holding a projection's lease and its epoch, or None."""
     try:
         got = client.hmget(lease_keys(namespace, topic)[0], "id", "where", "epoch")
@@ -90,4 +91,4 @@ def peek(client: Any, namespace: str, topic: str) -> tuple[Deployment, int] | No
         raise ServiceError(f"cannot read the deployment lease: {exc}") from exc
     if got[0] is None:
         return None
-    return Deployment(_text(got[0]), _text(got[1])), int(got[2] or 0)
+    return Deployment(text_of(got[0]), text_of(got[1])), int(got[2] or 0)

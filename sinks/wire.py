@@ -25,6 +25,8 @@ import hiredis
 import redis
 from redis.exceptions import NoScriptError, ResponseError
 
+from adapters.redis import Script
+
 Command = Sequence[str | bytes | int | float]
 #: One script call: its keys and its arguments.
 Call = tuple[Sequence[str], Sequence[Any]]
@@ -41,7 +43,7 @@ class RawPipeline:
 
     def __init__(self, client: redis.Redis) -> None:
         self._pool = client.connection_pool
-        self._shas: dict[str, str] = {}
+        self._loaded: set[str] = set()
         self._held: Any = None
         self._unread = 0
 
@@ -95,26 +97,25 @@ class RawPipeline:
         self._held = None
         self._unread = 0
 
-    def sha(self, script: str) -> str:
+    def sha(self, script: Script) -> str:
         """The script's SHA1, loading it into Redis the first time."""
-        sha = self._shas.get(script)
-        if sha is None:
-            (reply,) = self.run([("SCRIPT", "LOAD", script)])
+        if script.sha not in self._loaded:
+            (reply,) = self.run([("SCRIPT", "LOAD", script.source)])
             if isinstance(reply, Exception):
                 raise reply
-            sha = self._shas[script] = reply.decode() if isinstance(reply, bytes) else str(reply)
-        return sha
+            self._loaded.add(script.sha)
+        return script.sha
 
-    def forget(self, script: str) -> None:
+    def forget(self, script: Script) -> None:
         """Redis answered NOSCRIPT: load ``script`` again before its next use."""
-        self._shas.pop(script, None)
+        self._loaded.discard(script.sha)
 
-    def evals(self, script: str, calls: Sequence[Call]) -> list[Command]:
+    def evals(self, script: Script, calls: Sequence[Call]) -> list[Command]:
         """``EVALSHA`` commands of ``script``, one per ``(keys, args)`` (loading it if needed)."""
         sha = self.sha(script)
         return [("EVALSHA", sha, len(keys), *keys, *args) for keys, args in calls]
 
-    def eval_many(self, script: str, calls: Sequence[Call]) -> list[Any]:
+    def eval_many(self, script: Script, calls: Sequence[Call]) -> list[Any]:
         """``EVALSHA`` of ``script`` once per ``(keys, args)``; loads it again after NOSCRIPT.
 
         Re-running every call after a NOSCRIPT is only safe for a script that is

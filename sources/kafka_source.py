@@ -20,7 +20,7 @@ the partition's new generation. An idle partition emits an empty batch every
 Outages: librdkafka reconnects to a restarted broker on its own and resumes
 fetching from the consumer's position, so transient errors (connection lost,
 all brokers down, leader moving, timeouts) are logged, at most once per
-``ERROR_LOG_S`` per kind, and never end the job; an idle partition simply
+``adapters.kafka.ERROR_LOG_S`` per kind, and never end the job; an idle partition simply
 stays idle meanwhile. Only fatal or non-retriable partition errors (e.g. the
 topic was deleted) stop it.
 """
@@ -35,7 +35,7 @@ from datetime import UTC, datetime, timedelta
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-from config.clients import QUIET_KAFKA_LOGGER
+from adapters.kafka import QUIET_KAFKA_LOGGER, ErrorLog, is_transient, topic_partitions
 from domain.batching import MicroBatcher
 from domain.errors import ServiceError
 from domain.records import RecordBatch, SourceRecord
@@ -49,56 +49,6 @@ log = logging.getLogger(__name__)
 
 #: How long an idle partition sleeps between polls (bounds the added latency).
 IDLE_POLL = timedelta(milliseconds=5)
-
-#: Same-kind Kafka errors are logged at most this often (a broker outage
-#: produces one per reconnect attempt).
-ERROR_LOG_S = 10.0
-
-#: Errors librdkafka recovers from by itself (reconnect, metadata refresh):
-#: the broker is restarting or unreachable, or a partition's leader moves.
-TRANSIENT_CODES = frozenset(
-    {
-        KafkaError._TRANSPORT,
-        KafkaError._ALL_BROKERS_DOWN,
-        KafkaError._TIMED_OUT,
-        KafkaError._RESOLVE,
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.REQUEST_TIMED_OUT,
-        KafkaError.NETWORK_EXCEPTION,
-        KafkaError.BROKER_NOT_AVAILABLE,
-    }
-)
-
-
-def is_transient(err: KafkaError) -> bool:
-    """True for an error the consumer recovers from on its own (log it, keep going)."""
-    if err.fatal():
-        return False
-    return bool(err.retriable()) or err.code() in TRANSIENT_CODES
-
-
-class ErrorLog:
-    """Logs Kafka client errors, each kind at most once per ``every_s``.
-
-    Also the consumer's ``error_cb``: without one, client-level errors such as
-    "all brokers down" are invisible, and an operator could not tell an idle
-    topic from an unreachable broker.
-    """
-
-    def __init__(self, where: str, every_s: float = ERROR_LOG_S) -> None:
-        self._where = where
-        self._every_s = every_s
-        self._last: dict[int, float] = {}
-
-    def __call__(self, err: KafkaError) -> None:
-        hooks.kafka_error(err.name())
-        now = time.monotonic()
-        last = self._last.get(err.code())
-        if last is not None and now - last < self._every_s:
-            return
-        self._last[err.code()] = now
-        log.warning("Kafka %s (%s; retrying on its own): %s", self._where, err.name(), err.str())
 
 
 class StopSignal:
@@ -149,7 +99,7 @@ class _PartitionReader(StatefulSourcePartition[RecordBatch, int]):
         self._stop = stop
         self._rewinds = rewinds
         self._generation = 0
-        self._errors = ErrorLog(f"{topic}[{partition}]")
+        self._errors = ErrorLog(f"{topic}[{partition}]", counted=hooks.kafka_error, logger=log)
         self._consumer = Consumer(
             {
                 **config,
@@ -294,21 +244,3 @@ class ScoreTopicSource(FixedPartitionedSource[RecordBatch, int]):
             self._rewinds,
             self._tick_ms,
         )
-
-
-def topic_partitions(config: Mapping[str, str], topic: str, timeout_s: float = 30.0) -> list[int]:
-    """Partition ids of ``topic``; a missing topic is a clear error, not an empty list."""
-    consumer = Consumer(
-        {**config, "group.id": "lb-metadata", "log_level": 3, "logger": QUIET_KAFKA_LOGGER}
-    )
-    try:
-        meta = consumer.list_topics(topic, timeout=timeout_s)
-    except Exception as exc:
-        raise ServiceError(f"cannot reach Kafka for topic {topic!r}: {exc}") from exc
-    finally:
-        consumer.close()
-    info = meta.topics.get(topic)
-    if info is None or info.error is not None or not info.partitions:
-        reason = info.error if info is not None else "unknown topic"
-        raise ServiceError(f"topic {topic!r} is not available: {reason}")
-    return sorted(info.partitions)

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from adapters.redis import RedisClient
 from tests.poll import poll
 
 REPO = Path(__file__).resolve().parent.parent
@@ -123,7 +124,7 @@ def namespace(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def redis_client(redis_url: str, namespace: str) -> Iterator[Any]:
+def redis_client(redis_url: str, namespace: str) -> Iterator[RedisClient]:
     """A client of the standalone Redis; this test's namespace is deleted after."""
     import redis
 
@@ -146,7 +147,7 @@ def cluster_client(cluster_services: list[str], namespace: str) -> Iterator[Any]
     client.close()
 
 
-def _delete_namespace(client: Any, namespace: str) -> None:
+def _delete_namespace(client: RedisClient, namespace: str) -> None:
     """Delete every key of the namespace, one DEL each (safe on cluster nodes)."""
     pipe = client.pipeline(transaction=False)
     for key in client.scan_iter(match=f"{namespace}:*", count=1000):

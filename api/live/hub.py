@@ -23,12 +23,16 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import redis
 
-from api.live.messages import StreamChange, parse_entry, text
+from adapters.redis import AsyncRedisClient, text
+from api.live.messages import StreamChange, parse_entry
 from domain.errors import ServiceError
+
+#: An XREAD reply: per stream, its entries as ``(id, fields)``; None when nothing came.
+StreamReply = list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]] | None
 
 #: Stream entries a subscriber may have waiting before it is dropped as too slow.
 MAX_PENDING = 1000
@@ -184,7 +188,7 @@ class _Feed:
 class ChangeHub:
     """One XREAD loop per watched change stream, fanned out to its subscribers."""
 
-    def __init__(self, client: Any, *, block_ms: int = BLOCK_MS) -> None:
+    def __init__(self, client: AsyncRedisClient, *, block_ms: int = BLOCK_MS) -> None:
         self._client = client
         self._block_ms = block_ms
         self._feeds: dict[str, _Feed] = {}
@@ -261,8 +265,11 @@ class ChangeHub:
         failures = 0
         while not await self._unwatched(feed):
             try:
-                reply = await self._client.xread(
-                    {feed.key: feed.last_id}, count=READ_COUNT, block=self._block_ms
+                reply = cast(
+                    StreamReply,
+                    await self._client.xread(
+                        {feed.key: feed.last_id}, count=READ_COUNT, block=self._block_ms
+                    ),
                 )
                 failures = 0
             except (redis.RedisError, OSError):

@@ -54,11 +54,6 @@ def stream_id(text: str) -> tuple[int, int]:
     return int(ms), int(seq)
 
 
-def text(value: bytes | str) -> str:
-    """A stream id or field as text (clients may answer bytes)."""
-    return value.decode() if isinstance(value, bytes) else value
-
-
 class Outgoing:
     """One message as sent: its JSON text, and its WebSocket frame once one is asked for.
 

@@ -29,19 +29,16 @@ import signal
 import sys
 import time
 from types import FrameType
-from typing import Any
 
+from adapters.kafka import LogReader
 from config.clients import game_catalog, probe_kafka, quiet_kafka_config, redis_client
 from config.heap import tune_for_streaming
 from config.settings import Settings
 from domain.backfill_plan import BackfillPlan, Bound, parse_bound, staging_namespace
 from domain.errors import ConfigError, QueryError
-from domain.signing import parse_keyring
-from domain.validation import Validator
 from domain.windows import window_from_id
-from jobs.backfill import Backfill, KafkaOffsets, make_plan, plan_notes
-from jobs.verifier import LogReader
-from schemas.decode_verify import decode_verifier
+from jobs.backfill import Backfill, make_plan, plan_notes
+from jobs.replay_workers import replay_tools
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -79,18 +76,17 @@ def run_backfill(
         client.ping()
     probe_kafka(settings)
     kafka = quiet_kafka_config(settings)
-    offsets = KafkaOffsets(kafka, topic)
+    offsets = LogReader(kafka, topic)
     plan: BackfillPlan = make_plan(offsets, topic, games, start, until, windows)
     for note in plan_notes(plan, start, until):
         print(f"lb {kind}: {note}", file=sys.stderr)
     if dry_run:
         print(json.dumps(plan.describe()))
         return 0
-    _, log, validator = replay_tools(settings, topic, client)
+    replayer, log, validator = replay_tools(settings, topic, client)
     job = Backfill(
-        client,
+        replayer,
         log,
-        offsets,
         validator,
         plan,
         live=settings.namespace,
@@ -121,23 +117,6 @@ def run_backfill(
 
 #: Replay processes at most (each holds a Kafka consumer and a Redis connection).
 MAX_PROCESSES = 64
-
-
-def replay_tools(
-    settings: Settings, topic: str, client: Any = None
-) -> tuple[Any, LogReader, Validator]:
-    """A replayer's Redis client, log reader and validator.
-
-    Top-level, so that ``functools.partial(replay_tools, settings, topic)``
-    can be sent to a replay process (:mod:`jobs.replay_workers`), which
-    builds its own connections.
-    """
-    validator = Validator(
-        game_catalog(settings),
-        decode_verifier(parse_keyring(settings.hmac_keys.reveal()), engine=settings.decoder),
-    )
-    log = LogReader(quiet_kafka_config(settings), topic)
-    return client if client is not None else redis_client(settings), log, validator
 
 
 def _backfill(args: argparse.Namespace) -> int:

@@ -27,10 +27,10 @@ from config.settings import Settings
 from domain.signing import parse_keyring
 from infra import services
 from lb import live_view
+from producer.loadgen import LoadConfig, LoadGenerator
+from producer.score_producer import ScoreProducer, ensure_topic
 from readers.boards import BoardReader
 from schemas.codec import ScoreEventCodec
-from sources.loadgen import LoadConfig, LoadGenerator
-from sources.producer import ScoreProducer, ensure_topic
 
 GAME = "demo"
 

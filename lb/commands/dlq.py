@@ -30,9 +30,9 @@ from typing import Any
 from config.clients import probe_kafka, quiet_kafka_config, quiet_kafka_extra
 from config.settings import Settings
 from domain.validation import CODES as DEAD_LETTER_CODES
+from jobs.dead_letter_reader import Letter, commit_ends, read_letters
 from lb.argtypes import non_negative_int
-from sources.dead_letter_reader import Letter, commit_ends, read_letters
-from sources.producer import ScoreProducer
+from producer.score_producer import ScoreProducer
 
 FLUSH_TIMEOUT_S = 120.0
 

@@ -17,6 +17,7 @@ import json
 import sys
 import time
 
+from adapters.kafka import LogReader
 from config.clients import game_catalog, redis_client
 from config.settings import Settings
 from domain.errors import ConfigError, QueryError
@@ -24,7 +25,6 @@ from domain.heavy_hitters import count_activity, hot_key
 from domain.ranking import MAX_LIMIT
 from domain.signing import parse_keyring
 from domain.validation import Validator
-from jobs.verifier import LogReader
 from lb.commands.read import WINDOW_HELP, now_ms
 from readers.hot import answer_of
 from schemas.decode_verify import decode_verifier

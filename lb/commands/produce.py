@@ -24,9 +24,9 @@ from domain.games import GameConfig
 from domain.signing import parse_keyring
 from lb.argtypes import non_negative_float, non_negative_int, positive_float, positive_int, ratio
 from lb.progress_bar import Bar
+from producer.loadgen import EXPECTED_VALUES, MAX_PLAYERS, LoadConfig, LoadGenerator
+from producer.score_producer import ScoreProducer, ensure_topic
 from schemas.codec import ScoreEventCodec
-from sources.loadgen import EXPECTED_VALUES, MAX_PLAYERS, LoadConfig, LoadGenerator
-from sources.producer import ScoreProducer, ensure_topic
 
 #: Timestamp spacing when producing as fast as possible (``--rate 0``).
 DEFAULT_TS_RATE = 100_000.0
@@ -117,35 +117,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     """Produce ``--count`` records; JSON summary on stdout, progress on stderr."""
     settings = Settings.from_env()
-    keyring = parse_keyring(settings.hmac_keys.reveal())
     start_ms = _start_ms(args.start_ts)
-    seed = start_ms if args.seed is None else args.seed
-    rules = _game_rules(settings, _ids(args.games), _ids(args.unknown_games))
-    lowest = min(rule.max_score for rule in rules.values())
-    if args.max_score is not None and args.max_score > lowest:
-        raise ConfigError(
-            f"--max-score {args.max_score} is above the max_score {lowest} a game of --games "
-            "has in LB_GAMES: those events would be dead-lettered BOUNDS"
-        )
-    skew_ms = max(rule.future_skew_ms for rule in rules.values())
-    config = LoadConfig(
-        start_ms=start_ms,
-        rate=args.ts_rate or args.rate or DEFAULT_TS_RATE,
-        seed=seed,
-        players=args.players,
-        zipf_s=args.zipf,
-        games=_ids(args.games),
-        score_dist=args.dist,
-        max_score=lowest if args.max_score is None else args.max_score,
-        job_max_score=max(rule.max_score for rule in rules.values()),
-        retract_ratio=args.retract_ratio,
-        dup_ratio=args.dup_ratio,
-        bad_ratio=args.bad_ratio,
-        unknown_games=_ids(args.unknown_games),
-        future_skew_ms=skew_ms if args.future_skew_s is None else args.future_skew_s * 1000,
-    )
+    config = _load_config(args, settings, start_ms)
+    keyring = parse_keyring(settings.hmac_keys.reveal())
     generator = LoadGenerator(config, keyring, ScoreEventCodec.from_registry())
-    show_progress = not args.quiet and sys.stderr.isatty()
     if settings.uses_dev_keys and not args.quiet:
         print(
             "lb produce: LB_HMAC_KEYS is unset: signing with the insecure built-in development "
@@ -165,8 +140,63 @@ def run(args: argparse.Namespace) -> int:
     if topic.warning and not args.quiet:
         print(f"lb produce: {topic.warning}", file=sys.stderr)
 
-    expected: Counter[str] = Counter()
     producer = ScoreProducer(settings.kafka_bootstrap, settings.topic, quiet_kafka_extra(settings))
+    expected, seconds, error = _send(args, generator, producer)
+    summary = {
+        "topic": topic.name,
+        "partitions": topic.partitions,
+        "topic_created": topic.created,
+        "produced": producer.produced,
+        "delivered": producer.delivered,
+        "failed": producer.failed,
+        "seconds": round(seconds, 3),
+        "rate": round(producer.produced / seconds) if seconds > 0 else None,
+        "seed": config.seed,
+        "start_ms": start_ms,
+        "expected": {name: expected[name] for name in EXPECTED_VALUES if expected[name]},
+    }
+    if error is not None:
+        summary["error"] = error
+    print(json.dumps(summary))
+    if error is not None:
+        raise ServiceError(error)
+    return 0
+
+
+def _load_config(args: argparse.Namespace, settings: Settings, start_ms: int) -> LoadConfig:
+    """What to generate: the flags, checked against the games' rules in LB_GAMES."""
+    rules = _game_rules(settings, _ids(args.games), _ids(args.unknown_games))
+    lowest = min(rule.max_score for rule in rules.values())
+    if args.max_score is not None and args.max_score > lowest:
+        raise ConfigError(
+            f"--max-score {args.max_score} is above the max_score {lowest} a game of --games "
+            "has in LB_GAMES: those events would be dead-lettered BOUNDS"
+        )
+    skew_ms = max(rule.future_skew_ms for rule in rules.values())
+    return LoadConfig(
+        start_ms=start_ms,
+        rate=args.ts_rate or args.rate or DEFAULT_TS_RATE,
+        seed=start_ms if args.seed is None else args.seed,
+        players=args.players,
+        zipf_s=args.zipf,
+        games=_ids(args.games),
+        score_dist=args.dist,
+        max_score=lowest if args.max_score is None else args.max_score,
+        job_max_score=max(rule.max_score for rule in rules.values()),
+        retract_ratio=args.retract_ratio,
+        dup_ratio=args.dup_ratio,
+        bad_ratio=args.bad_ratio,
+        unknown_games=_ids(args.unknown_games),
+        future_skew_ms=skew_ms if args.future_skew_s is None else args.future_skew_s * 1000,
+    )
+
+
+def _send(
+    args: argparse.Namespace, generator: LoadGenerator, producer: ScoreProducer
+) -> tuple[Counter[str], float, str | None]:
+    """Produce the records at ``--rate``: expected outcomes, seconds, a delivery error."""
+    expected: Counter[str] = Counter()
+    show_progress = not args.quiet and sys.stderr.isatty()
     progress = _Progress(sys.stderr if show_progress else None, args.count)
     started = time.monotonic()
     error: str | None = None
@@ -189,26 +219,7 @@ def run(args: argparse.Namespace) -> int:
             error = str(exc)
     seconds = time.monotonic() - started
     progress.finish(seconds, producer)
-
-    summary = {
-        "topic": topic.name,
-        "partitions": topic.partitions,
-        "topic_created": topic.created,
-        "produced": producer.produced,
-        "delivered": producer.delivered,
-        "failed": producer.failed,
-        "seconds": round(seconds, 3),
-        "rate": round(producer.produced / seconds) if seconds > 0 else None,
-        "seed": seed,
-        "start_ms": start_ms,
-        "expected": {name: expected[name] for name in EXPECTED_VALUES if expected[name]},
-    }
-    if error is not None:
-        summary["error"] = error
-    print(json.dumps(summary))
-    if error is not None:
-        raise ServiceError(error)
-    return 0
+    return expected, seconds, error
 
 
 def _game_rules(

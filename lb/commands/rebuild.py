@@ -13,7 +13,7 @@ live head, is followed by one.
 ``--offline`` keeps the old way: stop ``lb run`` first; the replay runs as
 Bytewax processes (``--processes``/``--workers``) up to the end offsets seen
 at its start, without a recovery store and without writing dead letters, then
-every group is swapped (:mod:`sinks.namespace_swap`). Restarted afterwards,
+every group is swapped (:mod:`jobs.namespace_swap`). Restarted afterwards,
 the job resumes from its recovery store and skips what the rebuild applied.
 """
 
@@ -24,14 +24,15 @@ import json
 import sys
 import time
 
+from adapters.kafka import records_in_topic
 from config.clients import redis_client
 from config.settings import Settings
 from domain.backfill_plan import staging_namespace as _staging
 from domain.errors import ConfigError
+from jobs.namespace_swap import drop_namespace, swap_namespace
 from lb.commands.backfill import add_common_flags, run_backfill
 from lb.commands.run import add_scaling_flags, launch
 from lb.progress_bar import Bar
-from sinks.namespace_swap import drop_namespace, swap_namespace
 from telemetry import derive, scrape, server
 
 FLOW_ID = "rebuild"
@@ -44,23 +45,7 @@ def staging_namespace(live: str) -> str:
 
 def _records_in_topic(settings: Settings) -> int:
     """Records the rebuild replays: every partition's end minus its start offset."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    from config.clients import QUIET_KAFKA_LOGGER
-    from sources.kafka_source import topic_partitions
-
-    config = settings.kafka_config()
-    consumer = Consumer({**config, "group.id": "lb-rebuild-size", "logger": QUIET_KAFKA_LOGGER})
-    try:
-        total = 0
-        for partition in topic_partitions(config, settings.topic):
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(settings.topic, partition), timeout=10
-            )
-            total += max(0, high - low)
-        return total
-    finally:
-        consumer.close()
+    return records_in_topic(settings.kafka_config(), settings.topic, timeout_s=10)
 
 
 def _show_progress(bar: Bar, settings: Settings, staging: str) -> None:

@@ -19,96 +19,28 @@ from __future__ import annotations
 import argparse
 import logging
 import shlex
-import signal
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import replace
-from types import FrameType
 
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-
-from config.clients import quiet_kafka_config, redis_client
-from config.settings import Settings, child_environment, parse_addresses
-from domain.errors import ConfigError, ServiceError
+from config.clients import redis_client
+from config.settings import Settings, parse_addresses
+from domain.errors import ConfigError
 from domain.lease import LeaseState, Role, Timings, describe
 from flows import lease, preflight
 from flows.scoreboard import FLOW_ID
+from infra.launch import (
+    JobProcesses,
+    child_env,
+    ensure_dead_letter_topic,
+    ensure_recovery_store,
+    job_commands,
+)
 from lb import run_lock
 from lb.argtypes import positive_int
 from schemas.decode_verify import resolve_engine
 from sinks.redis_lease import peek
 from telemetry import derive, logs
-
-RECOVERY_PARTITIONS = 4
-
-#: How often ``launch`` calls its ``watch`` while the processes run.
-WATCH_EVERY_S = 0.5
-
-
-def ensure_dead_letter_topic(settings: Settings, partitions: int, topics: dict[str, int]) -> None:
-    """Create ``LB_DLQ_TOPIC`` with the input's partition count when it is missing."""
-    if settings.dlq_topic in topics:
-        return
-    admin = AdminClient(quiet_kafka_config(settings))
-    future = admin.create_topics([NewTopic(settings.dlq_topic, num_partitions=partitions)])[
-        settings.dlq_topic
-    ]
-    try:
-        future.result(timeout=30)
-    except Exception as exc:
-        if "TOPIC_ALREADY_EXISTS" not in str(exc):
-            raise ServiceError(f"cannot create {settings.dlq_topic!r}: {exc}") from exc
-
-
-def ensure_recovery_store(settings: Settings, flow: str) -> str:
-    """The recovery directory of (flow, topic), initialised on first use."""
-    path = settings.recovery_dir(flow)
-    if not path.exists() or not any(path.iterdir()):
-        path.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            [sys.executable, "-m", "bytewax.recovery", str(path), str(RECOVERY_PARTITIONS)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise ServiceError(f"cannot initialise recovery store {path}: {done.stderr[-2000:]}")
-    return str(path)
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-def bytewax_argv(
-    import_str: str,
-    recovery_dir: str | None,
-    snapshot_s: int,
-    workers: int,
-    process_id: int | None = None,
-    addresses: list[str] | None = None,
-) -> list[str]:
-    """The ``python -m bytewax.run`` command line for one process."""
-    argv = [sys.executable, "-m", "bytewax.run", import_str]
-    if recovery_dir is not None:
-        argv += ["-r", recovery_dir, "-s", str(snapshot_s), "-b", "0"]
-    else:
-        argv += ["-s", str(snapshot_s)]
-    if process_id is not None and addresses:
-        argv += ["-i", str(process_id), "-a", ";".join(addresses)]
-    if workers > 1 or process_id is None:
-        argv += ["-w", str(workers)]
-    return argv
 
 
 def launch(
@@ -137,33 +69,16 @@ def launch(
     processes = max(1, args.processes or 1)
     recovery = None if args.no_recovery else str(settings.recovery_dir(flow))
     if args.dry_run:
-        for argv in _commands(flow_call, recovery, settings, processes, args.workers):
+        for argv in job_commands(flow_call, recovery, settings, processes, args.workers):
             print(shlex.join(argv))
         return 0
-    children: list[subprocess.Popen[bytes]] = []
-    stopping = False
-    spawning = False
-
-    def forward(signum: int, frame: FrameType | None) -> None:
-        nonlocal stopping
-        stopping = True
-        if spawning:
-            return  # reaches every child once they are all started (below)
-        if not children:
-            # Asked to stop before the job started (still checking the services):
-            # nothing runs yet, so stopping now is the clean stop (exit 0).
-            raise SystemExit(0)
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-
-    signal.signal(signal.SIGINT, forward)
-    signal.signal(signal.SIGTERM, forward)
+    job = JobProcesses()
+    job.catch_stop_signals()
     topics = preflight.check_services(settings, need_dead_letter_topic=False)
     partitions = topics[settings.topic]
     if args.command == "run":  # the live job: one per topic and state directory
         lock = run_lock.hold(settings, flow)  # noqa: F841 - held until this process ends
-    commands = _commands(flow_call, recovery, settings, processes, args.workers)
+    commands = job_commands(flow_call, recovery, settings, processes, args.workers)
     # Another deployment writing the projection: said on the start line, or refused
     # (LB_STANDBY=refuse) before anything is created. A staging namespace has no lease.
     standby = _standby(settings, commands) if "namespace=" not in flow_call else ""
@@ -172,23 +87,8 @@ def launch(
         ensure_recovery_store(settings, flow)
     games = preflight.describe_games(config.catalog, settings.games_file)
     _announce(args, settings, (games, engine, partitions, processes), flow_call, standby)
-    # A stop signal arriving while the children are being started waits until
-    # they are all recorded, then reaches every one of them (none is orphaned).
-    spawning = True
-    env = _child_env(settings)
-    for argv in commands:
-        children.append(subprocess.Popen(argv, env=env))
-    spawning = False
-    if stopping:
-        forward(signal.SIGTERM, None)
-    while watch is not None and any(child.poll() is None for child in children):
-        watch()
-        time.sleep(WATCH_EVERY_S)
-    codes = [child.wait() for child in children]
-    if stopping:
-        # A child still starting up when asked to stop ends by the signal itself.
-        codes = [0 if code == -signal.SIGTERM else code for code in codes]
-    return next((code for code in codes if code != 0), 0)
+    job.start(commands, child_env(settings))
+    return job.wait(watch)
 
 
 def _key_ids(settings: Settings) -> str:
@@ -257,14 +157,6 @@ def _announce(
         print(start_line, file=sys.stderr, flush=True)
 
 
-def _child_env(settings: Settings) -> dict[str, str] | None:
-    """A cluster named by hand is one deployment on every host (``flows.lease``): say so."""
-    if settings.process_id is None:
-        return None
-    cluster = ";".join(settings.addresses)
-    return child_environment({"LB_ADDRESSES": cluster, "LB_PROCESS_ID": str(settings.process_id)})
-
-
 def _shape(settings: Settings, processes: int) -> str:
     if settings.process_id is None:
         return f"{processes} process(es)"
@@ -290,30 +182,6 @@ def _standby(settings: Settings, commands: list[list[str]]) -> str:
             describe(replace(other, role=Role.REFUSED), settings.topic, settings.namespace, timings)
         )
     return "; " + describe(other, settings.topic, settings.namespace, timings)
-
-
-def _commands(
-    flow_call: str, recovery: str | None, settings: Settings, processes: int, workers: int
-) -> list[list[str]]:
-    """One ``bytewax.run`` command line per process (only this host's with ``--addresses``)."""
-    if settings.process_id is not None:
-        return [
-            bytewax_argv(
-                flow_call,
-                recovery,
-                settings.snapshot_interval_s,
-                workers,
-                settings.process_id,
-                list(settings.addresses),
-            )
-        ]
-    if processes == 1:
-        return [bytewax_argv(flow_call, recovery, settings.snapshot_interval_s, workers)]
-    addresses = [f"127.0.0.1:{p}" for p in _free_ports(processes)]
-    return [
-        bytewax_argv(flow_call, recovery, settings.snapshot_interval_s, workers, i, addresses)
-        for i in range(processes)
-    ]
 
 
 def _run(args: argparse.Namespace) -> int:

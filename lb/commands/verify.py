@@ -28,16 +28,18 @@ import time
 from datetime import UTC, datetime
 from types import FrameType
 
+from adapters.kafka import LogReader
 from config.clients import game_catalog, quiet_kafka_config, redis_client
 from config.settings import Settings
 from domain.errors import ConfigError, LeaderboardError, ServiceError
 from domain.games import GameCatalog
 from domain.signing import parse_keyring
 from domain.validation import Validator
-from jobs.verifier import Difference, LogReader, Verifier, VerifyReport
+from jobs.dead_letter_reader import Letter, read_letters
+from jobs.verifier import Verifier
+from jobs.verify_report import Difference, VerifyReport
 from readers.games import what_exists_instead
 from schemas.decode_verify import decode_verifier
-from sources.dead_letter_reader import Letter, read_letters
 
 
 def _progress(started: float) -> object:

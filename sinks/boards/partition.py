@@ -147,7 +147,7 @@ class BoardPartition(StatelessSinkPartition[CheckedBatch]):
             return True
         if superseded:
             # Redis already had a batch: a retried write, or a backfill cut the
-            # group over (sinks/cutover.py). Its values may not be this plan's:
+            # group over (jobs/cutover.py). Its values may not be this plan's:
             # forget the cache and plan the round again from what Redis holds.
             self._planner.forget({})
             return True

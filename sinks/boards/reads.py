@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from adapters.redis import text
 from domain.planner import LookupResults, Lookups
 
 #: Members or fields per read command: a read of a big batch is several short
@@ -67,7 +68,7 @@ def parse_reads(
             # Doubles arrive as text (RESP2); composites stay below 2**53, exact.
             got.scores.append([None if v is None else float(v) for v in joined(players)])
         for _ in lookups.registries:
-            got.registries.append({m.decode() if isinstance(m, bytes) else m for m in answers[at]})
+            got.registries.append({text(m) for m in answers[at]})
             at += 1
         for _, names in lookups.counts:
             got.counts.append([None if v is None else int(v) for v in joined(names)])

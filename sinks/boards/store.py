@@ -30,6 +30,7 @@ import redis
 from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
+from adapters.redis import RedisClient, Script, as_cluster, node_of, text
 from domain.backoff import Backoff
 from domain.errors import Deposed, RetryBudgetExceeded, ServiceError, StopRequested
 from domain.planner import LookupResults, Lookups, WritePlan
@@ -64,7 +65,7 @@ PERMANENT: tuple[type[BaseException], ...] = (
 NO_RETRY = Backoff(budget_s=0)
 
 #: The group write (``apply_group.lua``; arguments: :func:`sinks.boards.encoding.encode`).
-APPLY_GROUP = (Path(__file__).with_name("apply_group.lua")).read_text()
+APPLY_GROUP = Script((Path(__file__).with_name("apply_group.lua")).read_text())
 
 
 class RedisBoardStore:
@@ -76,7 +77,7 @@ class RedisBoardStore:
 
     def __init__(
         self,
-        client: Any,
+        client: RedisClient,
         retry: Backoff = NO_RETRY,
         stopping: Callable[[], bool] = lambda: False,
         *,
@@ -96,7 +97,7 @@ class RedisBoardStore:
         self._cluster = isinstance(client, RedisCluster)
         # Standalone: commands packed by hiredis on one connection (sinks.wire);
         # a cluster goes through redis-py's cluster client, which routes them.
-        self._wire = None if self._cluster else RawPipeline(client)
+        self._wire = None if isinstance(client, RedisCluster) else RawPipeline(client)
         #: Encoded group writes sent without waiting (see send_writes).
         self._inflight: list[tuple[list[str], list[Any]]] | None = None
         self._inflight_sent = False
@@ -136,7 +137,7 @@ class RedisBoardStore:
 
     def _refresh_slots(self) -> None:
         if self._stale_slots:
-            self._client.nodes_manager.initialize()
+            as_cluster(self._client).nodes_manager.initialize()
             self._stale_slots = False
 
     def read(self, lookups: Lookups) -> LookupResults:
@@ -156,10 +157,7 @@ class RedisBoardStore:
             return dict(self._client.hgetall(key))
 
         raw = self._round_trip("Redis read", attempt)
-        return {
-            (name.decode() if isinstance(name, bytes) else name): int(value)
-            for name, value in raw.items()
-        }
+        return {(text(name)): int(value) for name, value in raw.items()}
 
     def write_progress(self, progress: Sequence[tuple[str, dict[str, int]]]) -> None:
         """Write progress hashes now (on close; otherwise they ride on the next read)."""
@@ -307,15 +305,16 @@ class RedisBoardStore:
         """
         self._refresh_slots()
         by_node: dict[str, tuple[Any, list[tuple[list[str], list[Any]]]]] = {}
+        cluster = as_cluster(self._client)
         for keys, args in encoded:
-            node = self._client.get_node_from_key(keys[0])
-            entry = by_node.get(node.name)
+            name, conn = node_of(cluster, keys[0])
+            entry = by_node.get(name)
             if entry is None:
-                entry = by_node[node.name] = (self._client.get_redis_connection(node), [])
+                entry = by_node[name] = (conn, [])
             entry[1].append((keys, args))
         out: list[int] = []
         for conn, calls in by_node.values():
-            script = conn.register_script(APPLY_GROUP)
+            script = APPLY_GROUP.registered(conn)
             pipe = conn.pipeline(transaction=False)
             for keys, args in calls:
                 script(keys=keys, args=args, client=pipe)

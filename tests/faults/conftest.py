@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from adapters.redis import RedisClient
 from tests.integration.streams import GAMES_TOML, job_env
 
 
@@ -102,7 +103,7 @@ def make_scenario(
     from tests.faults.harness import Scenario
     from tests.integration.streams import generate
 
-    def make(seed: int, count: int, client: Any = None) -> Scenario:
+    def make(seed: int, count: int, client: RedisClient | None = None) -> Scenario:
         records = generate(seed=seed, count=count).records
         return Scenario(
             private,

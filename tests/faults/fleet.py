@@ -25,13 +25,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from adapters.redis import RedisClient
 from infra import replicated
+from infra.launch import bytewax_argv
 from infra.netns import Host, Network, network, unavailable
-from lb.commands.run import bytewax_argv
 from tests.faults.harness import (
     Feeder,
     board_bound,
@@ -106,7 +106,7 @@ class FleetEnv:
     services: Services
     topic: str
     namespace: str
-    client: Any
+    client: RedisClient
     env: dict[str, str]
     recovery: Path
     log_dir: Path
@@ -187,7 +187,7 @@ class HostJob:
     ) -> None:
         self.host = host
         self.log_path = log_path
-        # What `lb run --processes N` runs for process `index` (lb.commands.run).
+        # What `lb run --processes N` runs for process `index` (infra.launch).
         argv = bytewax_argv(
             f"flows.scoreboard:{flow_call}",
             str(recovery),

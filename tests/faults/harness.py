@@ -21,8 +21,9 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from adapters.kafka import header_map
+from adapters.redis import RedisClient
 from infra import services as svc
-from sinks.dead_letter_tail import header_map
 from tests.integration.streams import (
     REPO,
     Planned,
@@ -184,7 +185,7 @@ def wait_for(check: Callable[[], bool], timeout_s: float, what: str) -> float:
     return time.monotonic() - started
 
 
-def outcomes(client: Any, namespace: str) -> int:
+def outcomes(client: RedisClient, namespace: str) -> int:
     """Records the boards account for so far: applied + noop + duplicate.
 
     The other counters (saturations, tournament refusals) count events of
@@ -208,7 +209,7 @@ def dead_letter_count(bootstrap: str, topic: str) -> int:
 
 def wait_caught_up(
     job: Job,
-    client: Any,
+    client: RedisClient,
     namespace: str,
     bootstrap: str,
     topic: str,
@@ -268,7 +269,12 @@ def assert_exactly_once(
 
 
 def verify(
-    records: list[Planned], client: Any, namespace: str, bootstrap: str, topic: str, context: str
+    records: list[Planned],
+    client: RedisClient,
+    namespace: str,
+    bootstrap: str,
+    topic: str,
+    context: str,
 ) -> None:
     """Read boards, counters and dead letters, and apply :func:`assert_exactly_once`."""
     assert_exactly_once(
@@ -295,7 +301,7 @@ class Scenario:
         self,
         private: Private,
         env: dict[str, str],
-        client: Any,
+        client: RedisClient,
         namespace: str,
         topic: str,
         log_dir: Path,

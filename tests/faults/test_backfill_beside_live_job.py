@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from adapters.redis import RedisClient
 from tests.faults.harness import Job, Scenario, wait_for
 from tests.integration.test_backfill import group_snapshot
 
@@ -24,7 +25,7 @@ GAME, OTHER = "gbest", "gday"
 BACKFILL = ("backfill", "--game", GAME)
 
 
-def _staged(client: Any, namespace: str) -> list[bytes]:
+def _staged(client: RedisClient, namespace: str) -> list[bytes]:
     return list(client.scan_iter(match=f"{namespace}~backfill-*", count=1000))
 
 

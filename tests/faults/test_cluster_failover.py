@@ -74,7 +74,7 @@ def replicated_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dic
             stop_pid(pid)
 
 
-def _master_of(client: Any, key: str) -> int:
+def _master_of(client: RedisCluster, key: str) -> int:
     client.nodes_manager.initialize()
     return int(client.get_node_from_key(key).port)
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import random
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from adapters.kafka import header_map
+from adapters.redis import RedisClient
 from domain.signing import parse_keyring, signed_event
 from schemas.codec import ScoreEventCodec
-from sinks.dead_letters import header_map
 from tests.integration.streams import (
     KEYS,
     Planned,
@@ -76,7 +76,7 @@ def _mutants(rng: random.Random, count: int) -> list[Planned]:
 
 
 def test_the_job_survives_fuzzed_input_and_dead_letters_all_of_it(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     rng = random.Random(1234)
     records = _mutants(rng, COUNT)

@@ -13,10 +13,10 @@ import random
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from adapters.redis import RedisClient
 from tests.faults.harness import Job, board_bound, outcomes, verify, wait_for
 from tests.integration.streams import (
     GAMES_TOML,
@@ -39,7 +39,7 @@ BOUNDS = ("40", "1000", "0")
 
 
 def test_kill_9_at_random_moments_loses_and_doubles_nothing(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     seed = int(os.environ.get("LB_TEST_SEED", random.randrange(1 << 30)))
     rng = random.Random(seed)

@@ -14,10 +14,10 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from adapters.redis import RedisClient
 from tests.faults.harness import (
     Feeder,
     Job,
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.timeout(300)
 
 
 def test_a_paused_active_deployment_is_replaced_and_refused_when_it_resumes(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     games = tmp_path / "games.toml"
     games.write_text(GAMES_TOML)

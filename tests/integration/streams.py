@@ -12,7 +12,6 @@ import os
 import random
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -21,8 +20,10 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
+from adapters.kafka import read_topic
+from adapters.redis import RedisClient, text
 from domain.events import EventKind
 from domain.signing import parse_keyring, signed_event
 from schemas.codec import ScoreEventCodec
@@ -375,7 +376,7 @@ def oracle(
     return {k: v for k, v in expected.items() if v}, counts
 
 
-def read_boards(client: Any, namespace: str) -> dict[str, dict[str, int]]:
+def read_boards(client: RedisClient, namespace: str) -> dict[str, dict[str, int]]:
     """Every non-empty board of the namespace as ``{"game:window": {player: composite}}``."""
     out: dict[str, dict[str, int]] = {}
     for raw in client.scan_iter(match=f"{namespace}:*", count=1000):
@@ -384,18 +385,18 @@ def read_boards(client: Any, namespace: str) -> dict[str, dict[str, int]]:
             continue  # bookkeeping, friend sets, caches
         game = key.split("{", 1)[1].split("}", 1)[0]
         window = key.split("}:", 1)[1]
-        members = client.zrange(key, 0, -1, withscores=True)
+        members: list[Any] = client.zrange(key, 0, -1, withscores=True)
         if members:
-            out[f"{game}:{window}"] = {m.decode(): int(s) for m, s in members}
+            out[f"{game}:{window}"] = {text(m): int(s) for m, s in members}
     return out
 
 
-def read_stats(client: Any, namespace: str) -> dict[str, int]:
+def read_stats(client: RedisClient, namespace: str) -> dict[str, int]:
     """The job's exactly-once counters summed over every board group of the namespace."""
     total: dict[str, int] = {}
     for key in client.scan_iter(match=f"{namespace}:*:meta:stats"):
         for name, value in client.hgetall(key).items():
-            total[name.decode()] = total.get(name.decode(), 0) + int(value)
+            total[text(name)] = total.get(text(name), 0) + int(value)
     return total
 
 
@@ -407,36 +408,7 @@ def read_dead_letters(bootstrap: str, topic: str, timeout_s: float = 90.0) -> li
     when a poll comes back empty: a broker that just restarted may take
     seconds to serve its first fetch. Fails after ``timeout_s`` naming the gap.
     """
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": uuid.uuid4().hex,
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
-    )
-    try:
-        meta = consumer.list_topics(topic, timeout=30).topics[topic]
-        got: list[Any] = []
-        deadline = time.monotonic() + timeout_s
-        for p in meta.partitions:
-            tp = TopicPartition(topic, p)
-            low, high = consumer.get_watermark_offsets(tp, timeout=30)
-            if high <= low:
-                continue
-            consumer.assign([TopicPartition(topic, p, low)])
-            while (at := consumer.position([tp])[0].offset) < high:
-                assert time.monotonic() < deadline, (
-                    f"{topic}[{p}] read up to offset {at} of {high} in {timeout_s:g} s"
-                )
-                got += [
-                    m
-                    for m in consumer.consume(500, timeout=1.0)
-                    if m.error() is None and (m.offset() or 0) < high
-                ]
-        return got
-    finally:
-        consumer.close()
+    return read_topic({"bootstrap.servers": bootstrap}, topic, timeout_s)
 
 
 def job_env(topic: str, namespace: str, state_dir: Path, games_file: Path) -> dict[str, str]:

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from adapters.redis import RedisClient, text
 from domain.games import GameCatalog
 from domain.windows import WindowKind, window_for, window_from_id
 from jobs.archiver import Archiver, archive_path, archived_key, is_final, manifest_path
@@ -54,7 +55,7 @@ def tag(game: str, player: str) -> str:
 
 
 def write(
-    client: Any, catalog: GameCatalog, ns: str, game: str, window_id: str, n: int, seed: int
+    client: RedisClient, catalog: GameCatalog, ns: str, game: str, window_id: str, n: int, seed: int
 ) -> dict[str, int]:
     """A board of ``n`` players with many ties, written like the job would (with expiry)."""
     config = catalog.lookup(game)
@@ -109,7 +110,7 @@ def catalog() -> GameCatalog:
 
 
 def test_closed_boards_are_archived_once_and_stay_readable_by_id(
-    client: Any, catalog: GameCatalog, namespace: str, tmp_path: Path
+    client: RedisClient, catalog: GameCatalog, namespace: str, tmp_path: Path
 ) -> None:
     now = now_ms()
     today = window_for(WindowKind.DAILY, now).id
@@ -177,7 +178,7 @@ def test_closed_boards_are_archived_once_and_stay_readable_by_id(
 
 
 def test_a_lost_redis_marker_is_recovered_from_the_manifest(
-    redis_client: Any, catalog: GameCatalog, namespace: str, tmp_path: Path
+    redis_client: RedisClient, catalog: GameCatalog, namespace: str, tmp_path: Path
 ) -> None:
     write(redis_client, catalog, namespace, "arc", CLOSED_DAY, 100, 5)
     archiver = Archiver(redis_client, catalog, namespace, tmp_path)
@@ -197,7 +198,7 @@ def test_a_lost_redis_marker_is_recovered_from_the_manifest(
 
 
 def test_finality_empty_expired_and_unknown_boards(
-    redis_client: Any, catalog: GameCatalog, namespace: str, tmp_path: Path
+    redis_client: RedisClient, catalog: GameCatalog, namespace: str, tmp_path: Path
 ) -> None:
     config = catalog.lookup("arc")
     assert config is not None
@@ -226,7 +227,7 @@ def test_finality_empty_expired_and_unknown_boards(
 
 
 def test_a_board_that_changes_while_read_is_read_again(
-    redis_client: Any, catalog: GameCatalog, namespace: str, tmp_path: Path
+    redis_client: RedisClient, catalog: GameCatalog, namespace: str, tmp_path: Path
 ) -> None:
     board = write(redis_client, catalog, namespace, "arcsh", CLOSED_DAY, 400, 7)
 
@@ -240,7 +241,7 @@ def test_a_board_that_changes_while_read_is_read_again(
             first = type(self).reads == 1
             for i, member in enumerate(super()._stream(key)):
                 if i == 60 and first:
-                    gone = redis_client.zrange(key, 0, 0)[0].decode()
+                    gone = text(redis_client.zrange(key, 0, 0)[0])
                     redis_client.zrem(key, gone)
                     del board[gone]
                 yield member
@@ -253,7 +254,7 @@ def test_a_board_that_changes_while_read_is_read_again(
 
 
 def test_lb_archive_run_once(
-    redis_client: Any, catalog: GameCatalog, namespace: str, redis_url: str, tmp_path: Path
+    redis_client: RedisClient, catalog: GameCatalog, namespace: str, redis_url: str, tmp_path: Path
 ) -> None:
     games = tmp_path / "games.toml"
     games.write_text(GAMES)

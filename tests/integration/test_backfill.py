@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from adapters.redis import RedisClient, text
 from tests.faults.harness import verify
 from tests.integration.streams import (
     GAMES_TOML,
@@ -28,12 +29,12 @@ from tests.integration.streams import (
 pytestmark = pytest.mark.timeout(300)
 
 
-def group_snapshot(client: Any, namespace: str, game: str) -> dict[str, Any]:
+def group_snapshot(client: RedisClient, namespace: str, game: str) -> dict[str, Any]:
     """Every key of a game's group: its type, value and absolute expiry (PEXPIRETIME)."""
     out: dict[str, Any] = {}
     for raw in client.scan_iter(match=f"{namespace}:{{{game}}}:*", count=1000):
-        key = raw.decode()
-        kind = client.type(key).decode()
+        key = text(raw)
+        kind = text(client.type(key))
         if kind == "zset":
             value: Any = client.zrange(key, 0, -1, withscores=True)
         elif kind == "hash":
@@ -58,12 +59,12 @@ def _backfill(env: dict[str, str], *args: str) -> dict[str, Any]:
     return report
 
 
-def _no_staging(client: Any, namespace: str) -> None:
+def _no_staging(client: RedisClient, namespace: str) -> None:
     assert not list(client.scan_iter(match=f"{namespace}~*", count=1000))
 
 
 def test_a_game_gains_windows_and_its_missing_boards_are_built_from_history(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     stream, env = stream_and_env(kafka_bootstrap, topic, namespace, tmp_path, seed=21, count=6000)
     _games(
@@ -84,7 +85,7 @@ def test_a_game_gains_windows_and_its_missing_boards_are_built_from_history(
 
 
 def test_one_game_is_recomputed_after_a_scoring_fix(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     stream, env = stream_and_env(kafka_bootstrap, topic, namespace, tmp_path, seed=22, count=6000)
     wrong = GAMES_TOML.replace(
@@ -104,7 +105,7 @@ def test_one_game_is_recomputed_after_a_scoring_fix(
 
 
 def test_an_expired_window_is_rebuilt_for_an_audit(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     stream, env = stream_and_env(kafka_bootstrap, topic, namespace, tmp_path, seed=23, count=6000)
     gday = '[games."gday"]\noperator = "best"\nmax_score = 1000000\nwindows = ["daily"]\n'
@@ -161,7 +162,7 @@ def test_an_expired_window_is_rebuilt_for_an_audit(
 
 
 def test_dry_run_prints_the_plan_and_ctrl_c_drops_the_staging_keys(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     stream, env = stream_and_env(kafka_bootstrap, topic, namespace, tmp_path, seed=24, count=4000)
     plan = lb(["backfill", "--dry-run", "--from", "0:10,1:20", "--until", "0:15"], env, timeout=60)
@@ -198,7 +199,7 @@ def test_dry_run_prints_the_plan_and_ctrl_c_drops_the_staging_keys(
 
 
 def test_another_topic_is_replayed_for_a_game_the_live_topic_does_not_carry(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -230,12 +231,11 @@ def test_another_topic_is_replayed_for_a_game_the_live_topic_does_not_carry(
     boards = read_boards(redis_client, namespace)
     assert {k: v for k, v in boards.items() if k.startswith("gday:")} == expected
     stats = {
-        k.decode(): int(v)
-        for k, v in redis_client.hgetall(f"{namespace}:{{gday}}:meta:stats").items()
+        text(k): int(v) for k, v in redis_client.hgetall(f"{namespace}:{{gday}}:meta:stats").items()
     }
     assert stats.get("applied", 0) + stats.get("noop", 0) == counts["accepted"]
     assert stats.get("duplicate", 0) == counts.get("duplicate", 0)
     wm = redis_client.hgetall(f"{namespace}:{{gday}}:meta:wm")
-    assert {k.decode().rpartition("/")[0] for k in wm} == {export}
+    assert {text(k).rpartition("/")[0] for k in wm} == {export}
     assert group_snapshot(redis_client, namespace, "gbest") == others
     _no_staging(redis_client, namespace)

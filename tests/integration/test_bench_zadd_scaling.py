@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
+from adapters.redis import RedisClient
 from bench import zadd_scaling
 
 
 def test_a_small_run_reports_every_round_and_deletes_its_keys(
-    services: dict[str, Any], redis_client: Any, capfd: pytest.CaptureFixture[str]
+    services: dict[str, Any], redis_client: RedisClient, capfd: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["--small", "2000", "--large", "20000", "--insert", "1000", "--rounds", "2"]
     assert zadd_scaling.main(argv) == 0

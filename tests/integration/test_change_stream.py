@@ -12,20 +12,22 @@ import json
 from pathlib import Path
 from typing import Any
 
+from adapters.redis import RedisClient
 from domain.games import GameCatalog
 from domain.keys import GroupKeys
 from tests.integration.streams import GAMES, GAMES_TOML, lb, read_boards, stream_and_env
 
 
-def _changes(client: Any, namespace: str, game: str) -> list[dict[str, str]]:
+def _changes(client: RedisClient, namespace: str, game: str) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
-    for _, fields in client.xrange(GroupKeys(namespace, game).changes):
+    entries: list[Any] = client.xrange(GroupKeys(namespace, game).changes) or []
+    for _, fields in entries:
         out += json.loads(fields[b"c"])
     return out
 
 
 def test_folding_the_change_streams_gives_the_boards(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     _, env = stream_and_env(kafka_bootstrap, topic, namespace, tmp_path, seed=11, count=3000)
     done = lb(["run", "--until-end"], env, timeout=300)

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from adapters.redis import RedisClient
 from tests.integration.streams import REPO, generate, job_env, lb, produce
 from tests.poll import poll
 
@@ -300,7 +301,7 @@ def test_status_under_a_custom_state_dir_reports_the_configured_services(
 
 
 def test_a_closed_pipe_ends_the_command_quietly(
-    redis_client: Any, namespace: str, tmp_path: Path
+    redis_client: RedisClient, namespace: str, tmp_path: Path
 ) -> None:
     redis_client.zadd(f"{namespace}:{{g1}}:alltime", {f"p{i:05d}": i for i in range(1000)})
     env = job_env("any", namespace, tmp_path / "state", _files(tmp_path) / "g1.toml")

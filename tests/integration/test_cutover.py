@@ -1,18 +1,17 @@
-"""The atomic cut-over of one board group (``sinks.cutover``) against real Redis:
+"""The atomic cut-over of one board group (``jobs.cutover``) against real Redis:
 which watermark it writes for each live/staged position, and what moves."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from sinks.cutover import BEHIND, FOREIGN, Replaced, fill_group, replace_group
+from adapters.redis import RedisClient, text
+from jobs.cutover import BEHIND, FOREIGN, Replaced, fill_group, replace_group
 
 T = "score-events"
 
 
-def _group(client: Any, ns: str, wm: dict[str, int], member: str, extra: str = "") -> None:
+def _group(client: RedisClient, ns: str, wm: dict[str, int], member: str, extra: str = "") -> None:
     client.hset(f"{ns}:{{g}}:meta:wm", mapping=wm)
     client.zadd(f"{ns}:{{g}}:alltime", {member: 1})
     client.hset(f"{ns}:{{g}}:meta:stats", mapping={"applied": 1})
@@ -32,7 +31,7 @@ def _group(client: Any, ns: str, wm: dict[str, int], member: str, extra: str = "
     ],
 )
 def test_the_new_watermark_differs_from_the_live_one_when_it_can(
-    redis_client: Any,
+    redis_client: RedisClient,
     namespace: str,
     live: int,
     low: int,
@@ -49,8 +48,7 @@ def test_the_new_watermark_differs_from_the_live_one_when_it_can(
             redis_client, stage, namespace, "g", T, {0: through, 1: 7}, relaxed=relaxed
         )
         wm = {
-            k.decode(): int(v)
-            for k, v in redis_client.hgetall(f"{namespace}:{{g}}:meta:wm").items()
+            text(k): int(v) for k, v in redis_client.hgetall(f"{namespace}:{{g}}:meta:wm").items()
         }
         board = redis_client.zrange(f"{namespace}:{{g}}:alltime", 0, -1)
         if expected == BEHIND:
@@ -70,7 +68,7 @@ def test_the_new_watermark_differs_from_the_live_one_when_it_can(
 
 
 def test_a_group_with_another_topics_watermarks_is_left_alone(
-    redis_client: Any, namespace: str
+    redis_client: RedisClient, namespace: str
 ) -> None:
     stage = f"{namespace}~s"
     _group(redis_client, namespace, {f"{T}/0": 1, "export/0": 5}, "old")
@@ -85,7 +83,9 @@ def test_a_group_with_another_topics_watermarks_is_left_alone(
             redis_client.delete(key)
 
 
-def test_fill_moves_only_boards_the_live_group_lacks(redis_client: Any, namespace: str) -> None:
+def test_fill_moves_only_boards_the_live_group_lacks(
+    redis_client: RedisClient, namespace: str
+) -> None:
     stage = f"{namespace}~s"
     _group(redis_client, namespace, {f"{T}/0": 50}, "live")
     _group(redis_client, stage, {f"{T}/0": 9}, "staged", extra="daily:2026-05-03")

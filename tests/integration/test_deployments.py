@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from adapters.redis import RedisClient
 from tests.faults.harness import Job, verify, wait_caught_up, wait_for
 from tests.integration.streams import lb, stream_and_env
 
@@ -63,7 +64,7 @@ def test_the_group_write_refuses_an_older_epoch_and_writes_nothing(
 
 
 def test_the_lease_goes_to_one_deployment_at_a_time_with_rising_epochs(
-    redis_client: Any, namespace: str
+    redis_client: RedisClient, namespace: str
 ) -> None:
     from domain.lease import Deployment
     from sinks.redis_lease import RedisLease, peek
@@ -106,7 +107,7 @@ def _health(address: str, path: str) -> tuple[int, dict[str, Any]]:
 
 
 def test_a_second_deployment_waits_as_standby_and_takes_over_when_the_first_stops(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     first_half, env_a = stream_and_env(
         kafka_bootstrap, topic, namespace, tmp_path, seed=23, count=3000, state="a"
@@ -153,7 +154,7 @@ def test_a_second_deployment_waits_as_standby_and_takes_over_when_the_first_stop
     verify(records, redis_client, namespace, kafka_bootstrap, topic, "after a takeover")
 
 
-def _lease_role(client: Any, namespace: str, topic: str) -> bytes:
+def _lease_role(client: RedisClient, namespace: str, topic: str) -> bytes:
     """``b"active"`` once some deployment holds the projection's lease."""
     from domain.lease import lease_keys
 

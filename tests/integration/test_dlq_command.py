@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from adapters.redis import RedisClient
 from tests.integration.streams import job_env, lb
 
 GAME_G1 = '[games."g1"]\nmax_score = 1000000\n'
@@ -20,7 +21,7 @@ def _ok(done: Any) -> str:
 
 
 def test_show_counts_every_refusal_and_redrive_applies_letters_once(
-    topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     games = tmp_path / "games.toml"
     games.write_text(GAME_G1)

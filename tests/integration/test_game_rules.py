@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from adapters.redis import RedisClient, text
 from domain.errors import QueryError
 from domain.events import EventKind, ScoreEvent
 from domain.games import GameCatalog
@@ -83,7 +84,9 @@ def catalog() -> GameCatalog:
     return GameCatalog.from_toml(GAMES)
 
 
-def write(client: Any, catalog: GameCatalog, ns: str, game: str, window: str, board: Board) -> None:
+def write(
+    client: RedisClient, catalog: GameCatalog, ns: str, game: str, window: str, board: Board
+) -> None:
     config = catalog.lookup(game)
     assert config is not None
     codec = config.codec(config.window(window))
@@ -123,7 +126,7 @@ def random_board(seed: int, n: int) -> Board:
 
 @pytest.mark.parametrize("game", ["race", "racesh", "g"])
 def test_every_read_honours_the_order_and_both_rank_modes(
-    client: Any, catalog: GameCatalog, namespace: str, game: str
+    client: RedisClient, catalog: GameCatalog, namespace: str, game: str
 ) -> None:
     asc = game != "g"
     board = random_board(7, 80)
@@ -170,13 +173,17 @@ def test_every_read_honours_the_order_and_both_rank_modes(
     assert [e["playerId"] for e in entries] == [p for p, _ in order if p in {me, *mates}]
 
 
-def test_rank_mode_is_checked_before_any_io(catalog: GameCatalog, redis_client: Any) -> None:
+def test_rank_mode_is_checked_before_any_io(
+    catalog: GameCatalog, redis_client: RedisClient
+) -> None:
     reader = BoardReader(redis_client, catalog, "nothing")
     with pytest.raises(QueryError, match="rank_mode"):
         reader.top("race", "alltime", 5, now_ms=NOW_MS, ranks="dense")
 
 
-def test_a_season_is_its_own_board(client: Any, catalog: GameCatalog, namespace: str) -> None:
+def test_a_season_is_its_own_board(
+    client: RedisClient, catalog: GameCatalog, namespace: str
+) -> None:
     write(client, catalog, namespace, "seasoned", "season:s3", {"a": (5, 0), "b": (7, 1)})
     reader = BoardReader(client, catalog, namespace)
     page = reader.top("seasoned", "season:s3", 5, now_ms=NOW_MS)
@@ -189,7 +196,7 @@ def test_a_season_is_its_own_board(client: Any, catalog: GameCatalog, namespace:
 
 
 def test_a_finished_asc_season_is_archived_lowest_first(
-    client: Any, catalog: GameCatalog, namespace: str, tmp_path: Path
+    client: RedisClient, catalog: GameCatalog, namespace: str, tmp_path: Path
 ) -> None:
     board = random_board(3, 40)
     write(client, catalog, namespace, "raceseason", "season:spring", board)
@@ -210,7 +217,11 @@ TOPIC = "score-events"
 
 
 def play(
-    client: Any, catalog: GameCatalog, ns: str, game: str, events: list[tuple[str, int, int]]
+    client: RedisClient,
+    catalog: GameCatalog,
+    ns: str,
+    game: str,
+    events: list[tuple[str, int, int]],
 ) -> None:
     """``(player, score, seconds after T0)`` SCORE events, one partition, through the job's
     write path: planner lookups, one read, plan, the Lua write, commit."""
@@ -231,7 +242,7 @@ def play(
 
 
 def test_a_tournament_board_and_a_players_tournaments(
-    client: Any, catalog: GameCatalog, namespace: str, tmp_path: Path
+    client: RedisClient, catalog: GameCatalog, namespace: str, tmp_path: Path
 ) -> None:
     # cup: 3 seats (one partition), 2 attempts; marathon: uncapped, all May.
     play(
@@ -304,9 +315,7 @@ def test_a_tournament_board_and_a_players_tournaments(
         reader.top("cups", "tournament:nope", 5, now_ms=NOW_MS)
     with pytest.raises(QueryError, match="tournament"):
         reader.top("g", "tournament:cup", 5, now_ms=NOW_MS)
-    stats = {
-        k.decode(): int(v) for k, v in client.hgetall(f"{namespace}:{{cups}}:meta:stats").items()
-    }
+    stats = {text(k): int(v) for k, v in client.hgetall(f"{namespace}:{{cups}}:meta:stats").items()}
     assert stats == {"applied": 8, "tournament_full": 1, "attempts_used_up": 1}
 
     # Archived once it is final (end + lateness), with its rules in the file's metadata.
@@ -327,7 +336,7 @@ def test_a_tournament_board_and_a_players_tournaments(
 
 
 def test_a_sharded_tournament_gives_each_shard_its_seats(
-    client: Any, catalog: GameCatalog, namespace: str
+    client: RedisClient, catalog: GameCatalog, namespace: str
 ) -> None:
     players = [f"p{i}" for i in range(20)]
     play(client, catalog, namespace, "cupssh", [(p, i, 60 + i) for i, p in enumerate(players)])

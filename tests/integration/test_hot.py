@@ -6,8 +6,8 @@ import json
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
+from adapters.redis import RedisClient
 from domain.events import EventKind
 from domain.games import GameCatalog
 from readers.hot import HotReader
@@ -19,7 +19,7 @@ END_MS = START_MS + 86_400_000
 
 
 def test_lb_hot_counts_the_periods_events_exactly_at_small_sizes(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     stream, env = stream_and_env(kafka_bootstrap, topic, namespace, tmp_path, seed=16, count=3000)
     counted = [

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from adapters.redis import RedisClient
 from api.pages import DEFAULT_TTL_MS
 from domain.games import GameCatalog
 from tests.integration.api_server import api_settings, running_api
@@ -59,7 +60,7 @@ def servers(
         yield hot, plain
 
 
-def _seed(client: Any, namespace: str, players: int = 40) -> None:
+def _seed(client: RedisClient, namespace: str, players: int = 40) -> None:
     board = {f"p{i}": (i * 7) % 50 * SLOTS + (SLOTS - 1 - i) for i in range(players)}
     client.zadd(f"{namespace}:{{g}}:alltime", board)
 
@@ -89,7 +90,7 @@ TOP_QUERIES = [
 
 
 def test_top_answers_are_the_same_bytes_both_ways(
-    servers: tuple[str, str], redis_client: Any, namespace: str
+    servers: tuple[str, str], redis_client: RedisClient, namespace: str
 ) -> None:
     hot, plain = servers
     _seed(redis_client, namespace)
@@ -117,7 +118,7 @@ def _top_requests_counted(base: str) -> float:
 
 
 def test_the_short_way_is_counted_under_the_route_template(
-    servers: tuple[str, str], redis_client: Any, namespace: str
+    servers: tuple[str, str], redis_client: RedisClient, namespace: str
 ) -> None:
     hot, _ = servers
     _seed(redis_client, namespace)
@@ -165,7 +166,7 @@ def test_score_answers_are_the_same_both_ways(servers: tuple[str, str]) -> None:
     )
 
 
-def _changed(client: Any, namespace: str, player: str, old: int | None, new: int) -> None:
+def _changed(client: RedisClient, namespace: str, player: str, old: int | None, new: int) -> None:
     """Write a board change the way the job does: the member and its stream entry at once."""
     change = [{"w": "alltime", "p": player, "o": "" if old is None else str(old), "n": str(new)}]
     pipe = client.pipeline(transaction=True)
@@ -181,7 +182,7 @@ def _top(base: str, query: str = "?limit=5") -> list[tuple[str, int]]:
 
 
 def test_the_change_stream_drops_a_cached_page_that_a_change_could_alter(
-    servers: tuple[str, str], redis_client: Any, namespace: str
+    servers: tuple[str, str], redis_client: RedisClient, namespace: str
 ) -> None:
     hot, _ = servers
     _seed(redis_client, namespace)
@@ -214,7 +215,7 @@ def test_the_change_stream_drops_a_cached_page_that_a_change_could_alter(
 
 
 def test_a_cached_page_is_never_older_than_its_bound(
-    redis_url: str, namespace: str, kafka_bootstrap: str, topic: str, redis_client: Any
+    redis_url: str, namespace: str, kafka_bootstrap: str, topic: str, redis_client: RedisClient
 ) -> None:
     settings = api_settings(kafka_bootstrap, redis_url, topic, namespace, KEYS)
     catalog = GameCatalog.from_toml(GAMES)

@@ -21,8 +21,9 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
+from adapters.kafka import read_topic
+from adapters.redis import RedisClient
 from domain.events import EventKind
 from domain.games import GameCatalog
 from domain.keys import shard_of
@@ -91,7 +92,7 @@ def http(server: str) -> Client:
     return Client(server)
 
 
-def _seed(client: Any, namespace: str) -> None:
+def _seed(client: RedisClient, namespace: str) -> None:
     board = {f"p{i}": (i * 7) % 50 * SLOTS + (SLOTS - 1 - i) for i in range(40)}
     client.zadd(f"{namespace}:{{g}}:alltime", board)
 
@@ -101,7 +102,7 @@ def test_binds_loopback_by_default(server: str) -> None:
 
 
 def test_reads_give_the_python_api_answers(
-    http: Client, redis_client: Any, namespace: str, catalog: GameCatalog
+    http: Client, redis_client: RedisClient, namespace: str, catalog: GameCatalog
 ) -> None:
     _seed(redis_client, namespace)
     reader = BoardReader(redis_client, catalog, namespace)
@@ -170,7 +171,7 @@ def test_reads_give_the_python_api_answers(
 
 
 def test_a_players_tournaments(
-    http: Client, redis_client: Any, namespace: str, catalog: GameCatalog
+    http: Client, redis_client: RedisClient, namespace: str, catalog: GameCatalog
 ) -> None:
     config = catalog.lookup("g")
     assert config is not None
@@ -208,7 +209,7 @@ def test_a_players_tournaments(
     assert (status, [e["playerId"] for e in page["entries"]]) == (200, ["p2", "p1", "p0"])
 
 
-def test_friends_routes(http: Client, redis_client: Any, namespace: str) -> None:
+def test_friends_routes(http: Client, redis_client: RedisClient, namespace: str) -> None:
     _seed(redis_client, namespace)
     for friend in ("p1", "p2", "p3"):
         status, _, doc = http.call("PUT", f"/v1/leaderboards/g/players/p8/friends/{friend}")
@@ -236,14 +237,16 @@ def test_friends_routes(http: Client, redis_client: Any, namespace: str) -> None
     assert status == 400
 
 
-def test_player_ids_are_percent_decoded(http: Client, redis_client: Any, namespace: str) -> None:
+def test_player_ids_are_percent_decoded(
+    http: Client, redis_client: RedisClient, namespace: str
+) -> None:
     player = "ü/ser 1"
     redis_client.zadd(f"{namespace}:{{g}}:alltime", {player: 5 * SLOTS})
     status, _, doc = http.get(f"/v1/leaderboards/g/players/{quote(player, safe='')}")
     assert (status, doc["playerId"], doc["score"]) == (200, player, 5)
 
 
-def test_error_statuses(http: Client, redis_client: Any, namespace: str) -> None:
+def test_error_statuses(http: Client, redis_client: RedisClient, namespace: str) -> None:
     _seed(redis_client, namespace)
     cases = [
         ("GET", "/nope", 404, "NOT_FOUND"),
@@ -349,32 +352,6 @@ def _signed(key_id: str = "k1", event_id: str | None = None, **over: Any) -> dic
     return doc
 
 
-def _consume(bootstrap: str, topic: str, expected: int) -> list[Any]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"g-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(4)])
-    got: list[Any] = []
-    idle = 0
-    try:
-        while len(got) < expected and idle < 50:
-            batch = consumer.consume(num_messages=100, timeout=0.2)
-            idle = 0 if batch else idle + 1
-            for message in batch:
-                assert message.error() is None, message.error()
-                got.append(message)
-        # Nothing else arrives.
-        got += [m for m in consumer.consume(num_messages=100, timeout=1.0) if m.error() is None]
-    finally:
-        consumer.close()
-    return got
-
-
 def test_signed_scores_are_produced_and_bad_ones_refused(
     http: Client, kafka_bootstrap: str, topic: str
 ) -> None:
@@ -408,7 +385,7 @@ def test_signed_scores_are_produced_and_bad_ones_refused(
     status, _, doc = http.call("POST", "/v1/scores", b"{not json")
     assert (status, doc["error"]["code"]) == (400, "INVALID_BODY")
 
-    messages = _consume(kafka_bootstrap, topic, 3)
+    messages = read_topic({"bootstrap.servers": kafka_bootstrap}, topic)
     assert len(messages) == 3  # the two accepted events (one twice); nothing refused
     codec = ScoreEventCodec.from_registry()
     events = [codec.decode(m.value()) for m in messages]
@@ -472,13 +449,13 @@ def test_batches_and_concurrent_requests_are_all_acknowledged(
 
     ids = sorted(
         ScoreEventCodec.from_registry().decode(m.value()).event_id
-        for m in _consume(kafka_bootstrap, topic, 69)
+        for m in read_topic({"bootstrap.servers": kafka_bootstrap}, topic)
     )
     assert ids == sorted([f"b-{i}" for i in range(5)] + [f"c-{i}" for i in range(64)])
 
 
 def test_hot_serves_the_published_counts_and_404_before(
-    http: Client, redis_client: Any, namespace: str
+    http: Client, redis_client: RedisClient, namespace: str
 ) -> None:
     from domain.heavy_hitters import ActivityCounts, hot_key
 

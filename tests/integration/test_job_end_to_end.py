@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
+from redis.cluster import RedisCluster
 
-from sinks.dead_letters import header_map
+from adapters.kafka import header_map
+from adapters.redis import RedisClient
 from tests.integration.streams import (
     lb,
     oracle,
@@ -23,7 +24,7 @@ def test_random_stream_gives_the_oracle_boards_and_every_bad_record_once(
     kafka_bootstrap: str,
     topic: str,
     namespace: str,
-    redis_client: Any,
+    redis_client: RedisClient,
     tmp_path: Path,
     max_updates: str,
 ) -> None:
@@ -89,7 +90,7 @@ def test_the_job_writes_the_same_boards_to_a_redis_cluster(
     kafka_bootstrap: str,
     topic: str,
     namespace: str,
-    cluster_client: Any,
+    cluster_client: RedisCluster,
     cluster_services: list[str],
     tmp_path: Path,
 ) -> None:

@@ -7,10 +7,10 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from adapters.redis import RedisClient
 from tests.integration.streams import (
     GAMES_TOML,
     REPO,
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 
 
 def _stop_when_busy(
-    proc: subprocess.Popen[bytes], sig: int, client: Any, namespace: str, after: int
+    proc: subprocess.Popen[bytes], sig: int, client: RedisClient, namespace: str, after: int
 ) -> tuple[int, bytes]:
     poll("the job applies records", lambda: sum(read_stats(client, namespace).values()) > after)
     proc.send_signal(sig)
@@ -37,7 +37,7 @@ def _stop_when_busy(
 
 
 def test_sigterm_and_sigint_stop_the_job_cleanly(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     games = tmp_path / "games.toml"
     games.write_text(GAMES_TOML)

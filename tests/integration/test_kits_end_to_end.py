@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
-
+from adapters.kafka import header_map
+from adapters.kafka import read_topic as records_of
+from adapters.redis import RedisClient
 from domain.events import EventKind, ScoreEvent
 from schemas.codec import ScoreEventCodec
-from sinks.dead_letters import header_map
 from tests.integration.streams import (
     GAMES_TOML,
     KEYS,
@@ -72,20 +70,7 @@ def kit_args(topic: str, report: Path, key_id: str, seed: int) -> list[str]:
 
 def read_topic(bootstrap: str, topic: str) -> list[Any]:
     """Every record of ``topic``, in (partition, offset) order."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex, "enable.auto.commit": False}
-    )
-    got: list[Any] = []
-    for p in consumer.list_topics(topic, timeout=30).topics[topic].partitions:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-        consumer.assign([TopicPartition(topic, p, low)])
-        read: list[Any] = []
-        deadline = time.monotonic() + 60
-        while len(read) < high - low and time.monotonic() < deadline:
-            read += [m for m in consumer.consume(1000, timeout=2.0) if m.error() is None]
-        assert len(read) == high - low, f"partition {p}: read {len(read)} of {high - low}"
-        got += read
-    consumer.close()
+    got = records_of({"bootstrap.servers": bootstrap}, topic, timeout_s=120)
     return sorted(got, key=lambda m: (m.partition(), m.offset()))
 
 
@@ -120,7 +105,7 @@ def planned(messages: list[Any], reports: list[Path]) -> list[Planned]:
 
 
 def test_go_and_java_kits_beside_lb_produce_give_the_oracle_boards(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     build_kits()
     games = tmp_path / "games.toml"

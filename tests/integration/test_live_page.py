@@ -24,6 +24,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+from adapters.redis import RedisClient
 from domain.keys import GroupKeys
 from domain.signing import parse_keyring, signed_event
 from schemas.codec import ScoreEventCodec
@@ -65,7 +66,7 @@ def test_the_page_shows_a_new_best_score_within_two_seconds(
     kafka_bootstrap: str,
     topic: str,
     namespace: str,
-    redis_client: Any,
+    redis_client: RedisClient,
 ) -> None:
     board = GroupKeys(namespace, GAME).board("alltime")
     produce(kafka_bootstrap, topic, [best("ada", 300), best("bob", 200), best("cy", 100)])
@@ -163,7 +164,7 @@ def test_the_page_watches_a_tournament_and_a_season(
     kafka_bootstrap: str,
     topic: str,
     namespace: str,
-    redis_client: Any,
+    redis_client: RedisClient,
     window: str,
 ) -> None:
     produce(kafka_bootstrap, topic, [_cup_event("ada", 2500), _cup_event("bob", 1200)])
@@ -205,7 +206,7 @@ def _state(browser: Any, element: str) -> str:
     return str(browser.find_element(By.ID, element).get_attribute("data-state"))
 
 
-def _applied(redis_client: Any, board: str, player: str) -> None:
+def _applied(redis_client: RedisClient, board: str, player: str) -> None:
     deadline = time.monotonic() + 30
     while redis_client.zscore(board, player) is None:
         assert time.monotonic() < deadline, f"the job did not apply {player}'s score"
@@ -219,7 +220,7 @@ def test_the_page_resumes_after_a_lost_connection_and_says_when_it_could_not(
     kafka_bootstrap: str,
     topic: str,
     namespace: str,
-    redis_client: Any,
+    redis_client: RedisClient,
 ) -> None:
     keys = GroupKeys(namespace, GAME)
     board = keys.board("alltime")

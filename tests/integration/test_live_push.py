@@ -18,6 +18,7 @@ import pytest
 import redis.asyncio
 from websockets.sync.client import ClientConnection, connect
 
+from adapters.redis import RedisClient
 from api.live import MAX_PENDING, ChangeHub, Subscriber
 from domain.keys import GroupKeys
 from tests.integration.live_events import GAME, best
@@ -53,7 +54,7 @@ def test_pushes_follow_the_job_and_resume_without_a_gap(
     kafka_bootstrap: str,
     topic: str,
     namespace: str,
-    redis_client: Any,
+    redis_client: RedisClient,
 ) -> None:
     api = live_api
     with connect(ws_url(api, "top=3&playerId=p1&interval=50"), open_timeout=30) as ws:
@@ -159,7 +160,7 @@ def test_bad_subscriptions_are_refused_with_the_error_document(live_api: str) ->
 
 
 def test_a_subscriber_that_stops_draining_is_dropped_and_others_are_not(
-    redis_url: str, redis_client: Any, namespace: str
+    redis_url: str, redis_client: RedisClient, namespace: str
 ) -> None:
     """The hub's bound, against real Redis: a subscriber whose queue is not drained
     (its connection stuck in a send) is dropped and detached; one that drains stays."""

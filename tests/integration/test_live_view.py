@@ -16,10 +16,10 @@ import sys
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from adapters.redis import RedisClient
 from telemetry import server
 from tests.integration.streams import GAMES_TOML, REPO, generate, job_env, lb, produce
 from tests.integration.watching import start_job, until
@@ -32,7 +32,7 @@ def _top(env: dict[str, str], game: str, limit: int) -> list[str]:
 
 
 def test_the_watch_view_redraws_in_a_terminal_and_prints_plain_text_to_a_pipe(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     tmux = shutil.which("tmux")
     if tmux is None:

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from sinks.dead_letters import header_map
+from adapters.kafka import header_map
+from adapters.redis import RedisClient, text
 from telemetry import derive, server
 from tests.integration.streams import (
     GAMES,
@@ -48,13 +49,13 @@ def _scrape(entries: list[dict[str, Any]]) -> tuple[derive.Samples, list[str]]:
     return merged, texts
 
 
-def _stats_by_game(client: Any, namespace: str) -> dict[str, dict[str, int]]:
+def _stats_by_game(client: RedisClient, namespace: str) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for key in client.scan_iter(match=f"{namespace}:*:meta:stats"):
         game = key.decode().split("{", 1)[1].split("}", 1)[0].split("/", 1)[0]
         into = out.setdefault(game, {})
         for name, value in client.hgetall(key).items():
-            into[name.decode()] = into.get(name.decode(), 0) + int(value)
+            into[text(name)] = into.get(text(name), 0) + int(value)
     return out
 
 
@@ -64,7 +65,7 @@ def test_every_metric_of_a_running_job_agrees_with_the_stream(
     kafka_bootstrap: str,
     topic: str,
     namespace: str,
-    redis_client: Any,
+    redis_client: RedisClient,
     tmp_path: Path,
 ) -> None:
     games = tmp_path / "games.toml"

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from adapters.redis import RedisClient
 from telemetry import prometheus, server
 from tests.integration.streams import GAMES_TOML, REPO, generate, job_env, lb, produce
 from tests.integration.watching import free_port, start_job, until
@@ -91,7 +92,7 @@ def _value(base: str, expr: str) -> float | None:
 
 
 def test_prometheus_scrapes_the_job_and_answers_lag_and_rates(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     if shutil.which("prometheus") is None:
         pytest.skip("Debian's prometheus is not installed (scripts/bootstrap.sh installs it)")

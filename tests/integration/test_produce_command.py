@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
-from sinks.dead_letters import header_map
+from adapters.kafka import header_map
+from adapters.redis import RedisClient
 from tests.integration.streams import job_env, lb, read_dead_letters, read_stats
 
 
 def test_lb_produce_outcomes_match_what_the_job_does(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     games = tmp_path / "games.toml"
     games.write_text('[default]\noperator = "incr"\n[games."g1"]\noperator = "best"\n')

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from adapters.redis import RedisClient
 from domain.errors import QueryError
 from domain.games import GameCatalog
 from domain.ranking import Cursor
@@ -66,7 +67,7 @@ def composite(score: int, slot: int, slots: int) -> int:
     return score * slots + (slots - 1 - slot)
 
 
-def write(client: Any, ns: str, game: str, window_id: str, board: Board) -> None:
+def write(client: RedisClient, ns: str, game: str, window_id: str, board: Board) -> None:
     slots = slots_of(game, window_id)
     by_key: dict[str, dict[str, int]] = {}
     for player, (score, slot) in board.items():
@@ -117,7 +118,7 @@ def catalog() -> GameCatalog:
 
 
 @pytest.fixture
-def reader(client: Any, catalog: GameCatalog, namespace: str) -> BoardReader:
+def reader(client: RedisClient, catalog: GameCatalog, namespace: str) -> BoardReader:
     return BoardReader(client, catalog, namespace)
 
 
@@ -126,7 +127,7 @@ def reader(client: Any, catalog: GameCatalog, namespace: str) -> BoardReader:
 
 @pytest.mark.parametrize("game", ["g", "none", "sh", "shnone"])
 def test_top_pages_by_offset_and_by_cursor(
-    client: Any, reader: BoardReader, namespace: str, game: str
+    client: RedisClient, reader: BoardReader, namespace: str, game: str
 ) -> None:
     board = random_board(1, 250)
     write(client, namespace, game, "alltime", board)
@@ -160,7 +161,7 @@ def test_top_pages_by_offset_and_by_cursor(
 
 @pytest.mark.parametrize("game", ["g", "sh"])
 def test_cursor_paging_survives_rising_scores(
-    client: Any, reader: BoardReader, namespace: str, game: str
+    client: RedisClient, reader: BoardReader, namespace: str, game: str
 ) -> None:
     """Players gaining points between pages: nobody twice, unchanged players once, in order."""
     board = random_board(2, 200, max_score=40)
@@ -192,7 +193,7 @@ def test_cursor_paging_survives_rising_scores(
 
 @pytest.mark.parametrize("game", ["g", "none", "sh"])
 def test_rank_score_and_percentile_of_every_player(
-    client: Any, reader: BoardReader, namespace: str, game: str
+    client: RedisClient, reader: BoardReader, namespace: str, game: str
 ) -> None:
     board = random_board(4, 120, max_score=12, max_slot=3)
     # Deliberate ties: same score earlier/later, and same score *and* slot.
@@ -217,7 +218,7 @@ def test_rank_score_and_percentile_of_every_player(
 
 
 def test_rank_is_null_beyond_the_exact_tier(
-    client: Any, reader: BoardReader, namespace: str
+    client: RedisClient, reader: BoardReader, namespace: str
 ) -> None:
     board = {f"p{i}": (100 - i, 0) for i in range(12)}
     write(client, namespace, "tier", "alltime", board)
@@ -239,7 +240,7 @@ def test_rank_is_null_beyond_the_exact_tier(
 
 @pytest.mark.parametrize("game", ["g", "sh"])
 def test_absent_player_answers_nulls(
-    client: Any, reader: BoardReader, namespace: str, game: str
+    client: RedisClient, reader: BoardReader, namespace: str, game: str
 ) -> None:
     write(client, namespace, game, "alltime", {"a": (1, 0)})
     assert reader.rank(game, "ghost", "alltime", now_ms=NOW_MS) == {
@@ -268,7 +269,7 @@ def test_absent_player_answers_nulls(
 
 @pytest.mark.parametrize("game", ["g", "none", "sh", "shnone"])
 def test_around_matches_the_oracle_including_the_edges(
-    client: Any, reader: BoardReader, namespace: str, game: str
+    client: RedisClient, reader: BoardReader, namespace: str, game: str
 ) -> None:
     board = random_board(5, 60, max_score=8, max_slot=2)
     write(client, namespace, game, "alltime", board)
@@ -291,7 +292,7 @@ def test_around_matches_the_oracle_including_the_edges(
 
 
 def test_current_windows_resolve_from_now_ms(
-    client: Any, reader: BoardReader, namespace: str
+    client: RedisClient, reader: BoardReader, namespace: str
 ) -> None:
     day = datetime.fromtimestamp(NOW_MS / 1000, tz=UTC)
     iso = day.isocalendar()
@@ -321,7 +322,7 @@ def test_current_windows_resolve_from_now_ms(
 
 
 def test_a_cursor_keeps_its_week_when_a_new_week_starts(
-    client: Any, reader: BoardReader, namespace: str
+    client: RedisClient, reader: BoardReader, namespace: str
 ) -> None:
     write(client, namespace, "g", "weekly:2026-W19", {f"p{i}": (i, 0) for i in range(6)})
     page = reader.top("g", "weekly", 3, now_ms=NOW_MS)
@@ -368,7 +369,7 @@ def test_bad_queries_are_refused_before_any_io(reader: BoardReader) -> None:
 
 @pytest.mark.parametrize("game", ["g", "sh"])
 def test_friends_board_with_5000_friends(
-    client: Any, catalog: GameCatalog, namespace: str, game: str
+    client: RedisClient, catalog: GameCatalog, namespace: str, game: str
 ) -> None:
     rng = random.Random(6)
     board = {f"p{i}": (rng.randint(0, 5000), rng.randint(0, 50)) for i in range(20_000)}
@@ -405,7 +406,7 @@ def test_friends_board_with_5000_friends(
 
 
 def test_friends_keys_share_the_game_slot_and_validate(
-    client: Any, catalog: GameCatalog, namespace: str
+    client: RedisClient, catalog: GameCatalog, namespace: str
 ) -> None:
     assert friends_key(namespace, "sh", "me") == f"{namespace}:{{sh}}:friends:me"
     assert friends_cache_key(namespace, "sh", "me") == f"{namespace}:{{sh}}:friendsboard:me"
@@ -430,7 +431,7 @@ def test_friends_keys_share_the_game_slot_and_validate(
 
 @pytest.mark.parametrize("game", ["g", "sh"])
 def test_friends_board_survives_a_corrupt_cache_and_a_self_follow(
-    client: Any, catalog: GameCatalog, namespace: str, game: str
+    client: RedisClient, catalog: GameCatalog, namespace: str, game: str
 ) -> None:
     """State the API never writes (a self-follow, a cache value that is not a board)."""
     write(client, namespace, game, "alltime", {"a": (4, 1), "me": (2, 0), "z": (9, 0)})

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from adapters.redis import RedisClient, text
 from tests.integration.streams import (
     GAMES_TOML,
     generate,
@@ -23,15 +24,14 @@ from tests.integration.streams import (
 pytestmark = pytest.mark.slow
 
 
-def _meta(client: Any, namespace: str, suffix: str) -> dict[str, dict[bytes, bytes]]:
+def _meta(client: RedisClient, namespace: str, suffix: str) -> dict[str, dict[Any, Any]]:
     return {
-        k.decode(): client.hgetall(k)
-        for k in client.scan_iter(match=f"{namespace}:*:meta:{suffix}")
+        text(k): client.hgetall(k) for k in client.scan_iter(match=f"{namespace}:*:meta:{suffix}")
     }
 
 
 def test_rebuild_swaps_in_identical_boards_and_readers_never_see_a_gap(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     stream, env = stream_and_env(kafka_bootstrap, topic, namespace, tmp_path, seed=11, count=8000)
     assert lb(["run", "--until-end"], env, timeout=300).returncode == 0
@@ -80,7 +80,7 @@ def test_rebuild_swaps_in_identical_boards_and_readers_never_see_a_gap(
 
 
 def test_two_processes_build_the_same_boards_as_one(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     games = tmp_path / "games.toml"
     games.write_text(GAMES_TOML)

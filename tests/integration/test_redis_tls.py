@@ -7,17 +7,17 @@ import shutil
 import socket
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
 
+from adapters.redis import RedisClient
 from config.clients import redis_client
 from config.settings import Settings
 from tests.poll import poll
 
 
-def _pings(client: Any) -> bool:
+def _pings(client: RedisClient) -> bool:
     """Whether the server answers PING yet (not listening, or mid-handshake: not yet)."""
     try:
         return bool(client.ping())

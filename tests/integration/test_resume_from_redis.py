@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from adapters.redis import RedisClient
 from tests.integration.streams import lb, oracle, read_boards, read_stats, stream_and_env
 
 
 def test_a_flushed_namespace_or_a_new_one_is_replayed_by_the_next_run(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     stream, env = stream_and_env(kafka_bootstrap, topic, namespace, tmp_path, seed=31, count=3000)
     expected, _ = oracle(stream.records)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from adapters.redis import RedisClient
 from config.settings import Settings
 from domain.errors import ServiceError
 from infra import services as svc
@@ -24,7 +25,7 @@ from tests.integration.streams import (
 
 
 def test_job_runs_as_a_redis_acl_user_and_never_prints_the_password(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     user, password = f"u{namespace}"[:40], "pw-" + namespace[::-1]
     redis_client.execute_command(

@@ -12,35 +12,16 @@ from typing import Any
 
 import pytest
 import redis
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from redis.cluster import RedisCluster
 
+from adapters.kafka import read_topic
+from adapters.redis import RedisClient
 from domain.errors import ServiceError
 from infra import redis as redis_infra
 from infra import services as svc
 from infra.process import pid_alive, port_open, spawn, stop_pid, wait_until
-
-
-def _consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> list[Any]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"g-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    got: list[Any] = []
-    idle = 0
-    while len(got) < expected and idle < 50:
-        batch = consumer.consume(num_messages=1000, timeout=0.2)
-        idle = 0 if batch else idle + 1
-        for msg in batch:
-            assert msg.error() is None, msg.error()
-            got.append(msg)
-    consumer.close()
-    return got
 
 
 def test_kafka_produce_and_read_back(kafka_bootstrap: str, topic: str) -> None:
@@ -53,7 +34,7 @@ def test_kafka_produce_and_read_back(kafka_bootstrap: str, topic: str) -> None:
             topic, key=key, value=value, timestamp=1_700_000_000_000, headers={"h": b"1"}
         )
     assert producer.flush(30) == 0
-    got = _consume_all(kafka_bootstrap, topic, 4, len(sent))
+    got = read_topic({"bootstrap.servers": kafka_bootstrap}, topic)
     assert {m.key(): m.value() for m in got} == sent
     assert {m.timestamp()[1] for m in got} == {1_700_000_000_000}
     assert all(m.headers() == [("h", b"1")] for m in got)
@@ -65,7 +46,7 @@ def test_kafka_produce_and_read_back(kafka_bootstrap: str, topic: str) -> None:
     assert len({m.partition() for m in got}) > 1
 
 
-def test_redis_sorted_set_round_trip(redis_client: Any, namespace: str) -> None:
+def test_redis_sorted_set_round_trip(redis_client: RedisClient, namespace: str) -> None:
     key = f"{namespace}:{{g1}}:alltime"
     redis_client.zadd(key, {"p1": 10.0, "p2": 30.0, "p3": 20.0})
     assert redis_client.zrevrange(key, 0, -1, withscores=True) == [
@@ -81,7 +62,7 @@ def test_redis_sorted_set_round_trip(redis_client: Any, namespace: str) -> None:
 
 @pytest.mark.cluster
 def test_redis_cluster_spreads_slots_and_keeps_hash_tags_together(
-    cluster_client: Any, namespace: str
+    cluster_client: RedisCluster, namespace: str
 ) -> None:
     nodes: dict[int, set[str]] = {}
     for game in range(30):
@@ -131,7 +112,7 @@ def test_service_lifecycle_in_a_private_state_dir(tmp_path: Path, services: dict
         svc.down(dirs)
         assert not port_open("127.0.0.1", ports["kafka_port"])
         svc.up(dirs, **ports)
-        got = _consume_all(bootstrap, topic, 2, 100)
+        got = read_topic({"bootstrap.servers": bootstrap}, topic)
         assert sorted(int(m.value()) for m in got) == list(range(100))
 
         # The CLI speaks the same record: status --json names both services.

@@ -20,14 +20,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+from redis.cluster import RedisCluster
 
+from adapters.redis import RedisClient
 from domain.games import GameCatalog, GameConfig
 from domain.ranking import percentile as exact_percentile
 from domain.sketches import DEFAULT_K, HEADER_SIZE, PublishedSketch, sketch_key
 from domain.windows import WindowKind, window_for
+from jobs.sketch_publisher import SketchPublisher
 from lb import cli
 from readers.sketches import SketchCache, approximate_percentile, published_sketch
-from sinks.sketch_publisher import SketchPublisher
 
 NOW_MS = int(datetime(2026, 5, 6, 12, 0, tzinfo=UTC).timestamp() * 1000)  # a Wednesday
 ALLTIME_SLOTS = (datetime(2040, 1, 1, tzinfo=UTC) - datetime(2020, 1, 1, tzinfo=UTC)).days * 86_400
@@ -49,7 +51,7 @@ def shard_key(ns: str, game: str, window_id: str, player: str) -> str:
 
 
 def write(
-    client: Any,
+    client: RedisClient,
     ns: str,
     game: str,
     window_id: str,
@@ -77,7 +79,7 @@ def write(
 
 
 def improving_board(
-    client: Any, ns: str, game: str, players: int, rounds: int, seed: int
+    client: RedisClient, ns: str, game: str, players: int, rounds: int, seed: int
 ) -> np.ndarray:
     """Write ``players`` first scores, then ``rounds`` of improvements over them.
 
@@ -96,7 +98,9 @@ def improving_board(
     return current
 
 
-def exact_from_redis(client: Any, ns: str, game: str, scores: list[int]) -> tuple[list[int], int]:
+def exact_from_redis(
+    client: RedisClient, ns: str, game: str, scores: list[int]
+) -> tuple[list[int], int]:
     """Players strictly below each score (ZCOUNT below ``score*slots``) and ZCARD, summed."""
     shards = GAMES[game].shards
     tags = [game] if shards == 1 else [f"{game}/{i}" for i in range(shards)]
@@ -113,13 +117,13 @@ def exact_from_redis(client: Any, ns: str, game: str, scores: list[int]) -> tupl
     return counts.tolist(), total
 
 
-def publisher(client: Any, ns: str) -> SketchPublisher:
+def publisher(client: RedisClient, ns: str) -> SketchPublisher:
     return SketchPublisher(client, GameCatalog(GAMES, None), ns)
 
 
 @pytest.mark.parametrize("game", ["g", "sh"])
 def test_published_percentiles_are_within_half_a_point_of_exact(
-    client: Any, namespace: str, game: str
+    client: RedisClient, namespace: str, game: str
 ) -> None:
     players = 200_000
     current = improving_board(client, namespace, game, players, rounds=3, seed=7)
@@ -155,7 +159,7 @@ def test_published_percentiles_are_within_half_a_point_of_exact(
 
 @pytest.mark.cluster
 def test_a_game_split_over_shards_on_the_cluster_merges_every_shard(
-    cluster_client: Any, namespace: str
+    cluster_client: RedisCluster, namespace: str
 ) -> None:
     players = 200_000
     current = improving_board(cluster_client, namespace, "sh6", players, rounds=4, seed=3)
@@ -183,7 +187,7 @@ def test_a_game_split_over_shards_on_the_cluster_merges_every_shard(
 
 
 def test_windowed_sketch_expires_with_its_board_and_empty_boards_have_none(
-    client: Any, namespace: str
+    client: RedisClient, namespace: str
 ) -> None:
     now = time.time_ns() // 1_000_000  # the real clock: Redis expires keys by it
     day = window_for(WindowKind.DAILY, now)
@@ -213,7 +217,7 @@ def test_windowed_sketch_expires_with_its_board_and_empty_boards_have_none(
     assert approximate_percentile(client, namespace, "g", config, day, probe, cache=fresh) is None
 
 
-def test_reader_cache_rereads_only_a_new_publication(client: Any, namespace: str) -> None:
+def test_reader_cache_rereads_only_a_new_publication(client: RedisClient, namespace: str) -> None:
     config = GAMES["g"]
     rng = np.random.default_rng(2)
     write(
@@ -259,7 +263,7 @@ def test_reader_cache_rereads_only_a_new_publication(client: Any, namespace: str
 
 
 def test_cli_publishes_and_shows(
-    redis_client: Any,
+    redis_client: RedisClient,
     redis_url: str,
     namespace: str,
     monkeypatch: pytest.MonkeyPatch,
@@ -288,7 +292,7 @@ def test_cli_publishes_and_shows(
 
 
 def test_rank_beyond_the_exact_tier_takes_the_published_sketch(
-    redis_client: Any, namespace: str
+    redis_client: RedisClient, namespace: str
 ) -> None:
     from readers.boards import BoardReader
 
@@ -312,7 +316,7 @@ def test_rank_beyond_the_exact_tier_takes_the_published_sketch(
 
 
 def test_cli_publishes_games_served_only_by_default(
-    redis_client: Any,
+    redis_client: RedisClient,
     redis_url: str,
     namespace: str,
     monkeypatch: pytest.MonkeyPatch,

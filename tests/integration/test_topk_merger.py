@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from redis.cluster import RedisCluster
 
+from adapters.redis import RedisClient, text
 from domain.games import GameCatalog
 from domain.windows import WindowKind, window_for
 from jobs.topk_merger import TopKMerger
@@ -54,7 +56,7 @@ def board_key(ns: str, game: str, window_id: str, player: str) -> str:
     return f"{ns}:{{{tag(game, player)}}}:{window_id}"
 
 
-def write(client: Any, ns: str, game: str, window_id: str, board: dict[str, int]) -> None:
+def write(client: RedisClient, ns: str, game: str, window_id: str, board: dict[str, int]) -> None:
     """ZADD the members into their shard keys and register the window in every shard."""
     by_key: dict[str, dict[str, int]] = {}
     for player, composite in board.items():
@@ -79,8 +81,9 @@ def random_board(seed: int, n: int, spread: int = 400) -> dict[str, int]:
     return {p: rng.randrange(spread) * 1000 for p in names}  # many ties at the composite
 
 
-def stored(client: Any, key: str) -> list[tuple[str, int]]:
-    return [(m.decode(), int(s)) for m, s in client.zrevrange(key, 0, -1, withscores=True)]
+def stored(client: RedisClient, key: str) -> list[tuple[str, int]]:
+    pairs: list[Any] = client.zrevrange(key, 0, -1, withscores=True)
+    return [(text(m), int(s)) for m, s in pairs]
 
 
 def scores(page: dict[str, Any]) -> list[str]:
@@ -99,7 +102,7 @@ def catalog() -> GameCatalog:
 
 
 def test_global_key_is_the_unsharded_top_k_and_serves_offset_pages(
-    client: Any, catalog: GameCatalog, namespace: str
+    client: RedisClient, catalog: GameCatalog, namespace: str
 ) -> None:
     now = now_ms()
     day = window_for(WindowKind.DAILY, now).id
@@ -141,7 +144,7 @@ def test_global_key_is_the_unsharded_top_k_and_serves_offset_pages(
 
 
 def test_windows_come_from_the_shard_registries(
-    client: Any, catalog: GameCatalog, namespace: str
+    client: RedisClient, catalog: GameCatalog, namespace: str
 ) -> None:
     now = now_ms()
     day = window_for(WindowKind.DAILY, now).id
@@ -160,7 +163,7 @@ def test_windows_come_from_the_shard_registries(
 
 
 def test_unchanged_tops_are_refreshed_not_rewritten(
-    client: Any, catalog: GameCatalog, namespace: str
+    client: RedisClient, catalog: GameCatalog, namespace: str
 ) -> None:
     now = now_ms()
     write(client, namespace, "sh", "alltime", random_board(6, 300))
@@ -182,7 +185,7 @@ def test_unchanged_tops_are_refreshed_not_rewritten(
 
 
 def test_a_stopped_merger_lets_readers_fall_back_to_the_shards(
-    client: Any, catalog: GameCatalog, namespace: str
+    client: RedisClient, catalog: GameCatalog, namespace: str
 ) -> None:
     write(client, namespace, "sh", "alltime", random_board(7, 200))
     TopKMerger(client, catalog, namespace, k=50, ttl_ms=200).run_once(now_ms(), ["sh"])
@@ -194,7 +197,7 @@ def test_a_stopped_merger_lets_readers_fall_back_to_the_shards(
     assert scores(reader.top("sh", "alltime", 1, now_ms=now_ms())) == ["late"]
 
 
-def test_default_served_sharded_games_are_discovered(client: Any, namespace: str) -> None:
+def test_default_served_sharded_games_are_discovered(client: RedisClient, namespace: str) -> None:
     catalog = GameCatalog.from_toml('[default]\nshards = 4\n[games."sh"]\nshards = 4\n')
     write(client, namespace, "sh", "alltime", {"a": 1})
     write(client, namespace, "anon", "alltime", {"b": 2, "c": 3})  # served by [default]
@@ -205,7 +208,7 @@ def test_default_served_sharded_games_are_discovered(client: Any, namespace: str
 
 
 def test_readers_never_see_a_missing_or_partial_global_key(
-    client: Any, catalog: GameCatalog, namespace: str
+    client: RedisClient, catalog: GameCatalog, namespace: str
 ) -> None:
     """Merges run back to back while scores change; a poller checks every snapshot."""
     k = 200
@@ -266,7 +269,7 @@ def test_readers_never_see_a_missing_or_partial_global_key(
 
 @pytest.mark.cluster
 def test_on_the_cluster_shards_spread_over_nodes(
-    cluster_client: Any, catalog: GameCatalog, namespace: str
+    cluster_client: RedisCluster, catalog: GameCatalog, namespace: str
 ) -> None:
     board = random_board(10, 4000)
     write(cluster_client, namespace, "wide", "alltime", board)
@@ -282,7 +285,7 @@ def test_on_the_cluster_shards_spread_over_nodes(
 
 
 def test_lb_topk_run_once(
-    redis_client: Any, namespace: str, redis_url: str, tmp_path: Path
+    redis_client: RedisClient, namespace: str, redis_url: str, tmp_path: Path
 ) -> None:
     games = tmp_path / "games.toml"
     games.write_text(GAMES)

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from adapters.redis import RedisClient, text_of
 from tests.integration.streams import (
     GAMES,
     GAMES_TOML,
@@ -28,13 +29,13 @@ def _verify(env: dict[str, str], *args: str) -> tuple[int, dict[str, Any], str]:
     return done.returncode, json.loads(done.stdout), done.stderr
 
 
-def _everything(client: Any, namespace: str) -> dict[bytes, bytes]:
+def _everything(client: RedisClient, namespace: str) -> dict[Any, Any]:
     """Every key of the namespace with its serialized value (to prove nothing was written)."""
     return {key: client.dump(key) for key in client.scan_iter(match=f"{namespace}:*", count=1000)}
 
 
 def test_equal_boards_verify_and_tampered_ones_are_named(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     _, env = stream_and_env(kafka_bootstrap, topic, namespace, tmp_path, seed=21, count=4000)
     done = lb(["run", "--until-end"], env, timeout=300)
@@ -53,7 +54,8 @@ def test_equal_boards_verify_and_tampered_ones_are_named(
     assert not list(redis_client.scan_iter(match=f"{namespace}~verify*"))  # scratch gone
 
     board = f"{namespace}:{{gbest}}:alltime"
-    (changed, score), (removed, _) = redis_client.zrange(board, 0, 1, withscores=True)
+    pairs: list[Any] = redis_client.zrange(board, 0, 1, withscores=True)
+    (changed, score), (removed, _) = pairs
     redis_client.zadd(board, {changed: score + 1})
     redis_client.zrem(board, removed)
     redis_client.zadd(f"{namespace}:{{gincr}}:alltime", {"intruder": 5})
@@ -67,11 +69,11 @@ def test_equal_boards_verify_and_tampered_ones_are_named(
     assert report["differences"] == {"wrong value": 2, "missing": 1, "extra": 1, "counter": 1}
     found = {(d["group"], d["board"], d["player"], d["kind"]) for d in report["examples"]}
     assert found == {
-        ("gbest", "alltime", changed.decode(), "wrong value"),
-        ("gbest", "alltime", removed.decode(), "missing"),
+        ("gbest", "alltime", text_of(changed), "wrong value"),
+        ("gbest", "alltime", text_of(removed), "missing"),
         ("gincr", "alltime", "intruder", "extra"),
         ("gset", "meta:stats", "noop", "counter"),
-        ("gtour", "meta:attempts:cup", tried.decode(), "wrong value"),
+        ("gtour", "meta:attempts:cup", text_of(tried), "wrong value"),
     }
     wrong = next(d for d in report["examples"] if d["kind"] == "wrong value")
     assert wrong["live"] == int(score) + 1 and wrong["log"] == int(score)
@@ -85,7 +87,7 @@ def test_equal_boards_verify_and_tampered_ones_are_named(
 
 
 def test_verify_beside_a_running_job_reports_no_false_differences(
-    kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
     games = tmp_path / "games.toml"
     games.write_text(GAMES_TOML)

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from redis.exceptions import ResponseError
 
+from adapters.redis import RedisClient, Script
 from sinks.wire import RawPipeline
 
-INCR = "return redis.call('INCRBY', KEYS[1], ARGV[1])"
+INCR = Script("return redis.call('INCRBY', KEYS[1], ARGV[1])")
 
 
 def test_sent_commands_run_before_later_ones_and_their_replies_come_first(
-    redis_client: Any, namespace: str
+    redis_client: RedisClient, namespace: str
 ) -> None:
     wire = RawPipeline(redis_client)
     key = f"{namespace}:{{w}}:n"
@@ -23,7 +22,7 @@ def test_sent_commands_run_before_later_ones_and_their_replies_come_first(
 
 
 def test_error_replies_come_back_in_place_and_the_connection_stays_usable(
-    redis_client: Any, namespace: str
+    redis_client: RedisClient, namespace: str
 ) -> None:
     wire = RawPipeline(redis_client)
     key = f"{namespace}:{{w}}:s"
@@ -34,9 +33,45 @@ def test_error_replies_come_back_in_place_and_the_connection_stays_usable(
     assert wire.run([("GET", key)]) == [b"x"]
 
 
-def test_a_script_is_loaded_again_after_redis_forgot_it(redis_client: Any, namespace: str) -> None:
+def test_a_script_is_loaded_again_after_redis_forgot_it(
+    redis_client: RedisClient, namespace: str
+) -> None:
     wire = RawPipeline(redis_client)
     key = f"{namespace}:{{w}}:e"
     assert wire.eval_many(INCR, [([key], [1])]) == [1]
     redis_client.script_flush()
     assert wire.eval_many(INCR, [([key], [2]), ([key], [3])]) == [3, 6]
+
+
+def test_a_script_object_runs_by_sha_and_reloads_after_noscript(
+    redis_client: RedisClient, namespace: str
+) -> None:
+    key = f"{namespace}:{{w}}:x"
+    redis_client.script_flush()
+    assert INCR(redis_client, [key], [4]) == 4  # NOSCRIPT, loaded, run again
+    assert redis_client.script_exists(INCR.sha) == [True]
+    redis_client.script_flush()
+    assert INCR(redis_client, [key], [1]) == 5
+
+
+async def _async_incr(url: str, key: str) -> list[int]:
+    import redis.asyncio
+
+    client = redis.asyncio.Redis.from_url(url)
+    try:
+        await client.script_flush()
+        return [
+            await INCR.run_async(client, [key], [2]),
+            await INCR.run_async(client, [key], [3]),
+        ]
+    finally:
+        await client.aclose()
+
+
+def test_a_script_object_runs_on_an_asyncio_client_too(
+    redis_url: str, redis_client: RedisClient, namespace: str
+) -> None:
+    import asyncio
+
+    key = f"{namespace}:{{w}}:y"  # deleted with the namespace by redis_client
+    assert asyncio.run(_async_incr(redis_url, key)) == [2, 5]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError
 
+from adapters.kafka import is_transient
 from domain.backoff import Backoff
 from domain.errors import ConfigError, RetryBudgetExceeded, StopRequested
 from sinks.retry import STOP_POLL_S, call_with_retry
-from sources.kafka_source import is_transient
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """The key layout's board classification, which rebuilds and cut-overs rely on.
 
-A rebuild moves exactly the keys :func:`sinks.namespace_swap.is_projection_key`
+A rebuild moves exactly the keys :func:`jobs.namespace_swap.is_projection_key`
 accepts; a board kind missing from it is silently left out of every rebuilt
 group (the hourly boards of #16 were, until the prefixes came from the kinds).
 """
@@ -11,7 +11,7 @@ import pytest
 
 from domain.keys import BOARD_PREFIXES, GroupKeys, is_board_suffix
 from domain.windows import WindowKind
-from sinks.namespace_swap import is_projection_key
+from jobs.namespace_swap import is_projection_key
 
 BOARD_IDS = (
     "alltime",
@@ -44,7 +44,7 @@ def test_other_keys_are_not_boards(suffix: str) -> None:
 
 
 def test_fill_mode_moves_every_window_but_a_tournament() -> None:
-    from sinks.cutover import _fillable
+    from jobs.cutover import _fillable
 
     assert all(_fillable(window_id) for window_id in BOARD_IDS)
     assert not _fillable("tournament:cup")  # its seats and attempts are not in a range

@@ -14,17 +14,16 @@ from domain.errors import CodecError, ConfigError
 from domain.events import EventKind
 from domain.games import GameConfig
 from domain.signing import Keyring, Verdict, parse_keyring, verify
-from schemas.codec import ScoreEventCodec
-from sources.loadgen import (
+from producer.loadgen import (
     BAD_CODES,
     DUPLICATE,
     OK,
     GeneratedRecord,
     LoadConfig,
     LoadGenerator,
-    ZipfSampler,
-    zipf_pmf,
 )
+from producer.zipf import ZipfSampler, zipf_pmf
+from schemas.codec import ScoreEventCodec
 
 START_MS = 1_777_900_000_000  # 2026-05-04
 KEYS = "k1:" + "11" * 32 + ",k2:" + "22" * 32

@@ -15,7 +15,7 @@ from domain.backfill_plan import Bound
 from domain.errors import ConfigError, QueryError
 from domain.games import GameCatalog
 from jobs.backfill import make_plan, plan_notes
-from jobs.verifier import Difference, VerifyReport, explain_redrives
+from jobs.verify_report import Difference, VerifyReport, explain_redrives
 from lb import live_view
 from lb.cli import main
 from lb.commands.services import _monitoring_line

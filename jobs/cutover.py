@@ -43,17 +43,19 @@ from typing import Any
 
 import redis
 
+from adapters.redis import RedisClient, Script, text_of
 from domain.errors import ServiceError
 from domain.keys import GroupKeys, is_board_suffix, tag_of
 from domain.windows import WindowKind
-from sinks.namespace_swap import is_projection_key
+from jobs.namespace_swap import is_projection_key
 
 #: The live group has applied records the replay has not read yet: read more, retry.
 BEHIND = -1
 #: The live group holds watermarks of another topic: replacing it would drop their effects.
 FOREIGN = -3
 
-REPLACE_GROUP = """
+REPLACE_GROUP = Script(
+    """
 -- KEYS[1] live meta:wm, KEYS[2] staged meta:wm, KEYS[3..n+2] staged keys,
 -- KEYS[n+3..2n+2] their live names, then live projection keys to drop.
 -- ARGV: n, relaxed (1/0), topic prefix ('<topic>/'), m, then m (field, through offset).
@@ -91,8 +93,10 @@ for i = 2 * n + 3, #KEYS do redis.call('UNLINK', KEYS[i]) end
 for f, w in pairs(set) do redis.call('HSET', KEYS[1], f, w) end
 return {n, equal}
 """
+)
 
-FILL_GROUP = """
+FILL_GROUP = Script(
+    """
 -- KEYS[1] live registry (meta:boards), KEYS[2..n+1] staged boards, KEYS[n+2..2n+1] live names.
 -- ARGV: n, then n window ids. Returns 1 (moved) or 0 (the live board exists) per board.
 local n = tonumber(ARGV[1]); local out = {}
@@ -107,6 +111,7 @@ for i = 1, n do
 end
 return out
 """
+)
 
 
 def _fillable(suffix: str) -> bool:
@@ -128,26 +133,22 @@ class FillResult:
     kept: list[str] = field(default_factory=list)
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _glob(tag: str) -> str:
     return "".join(f"[{c}]" if c in "*?[]\\" else c for c in tag)
 
 
-def _scan(client: Any, pattern: str) -> list[str]:
-    return [_text(k) for k in client.scan_iter(match=pattern, count=1000)]
+def _scan(client: RedisClient, pattern: str) -> list[str]:
+    return [text_of(k) for k in client.scan_iter(match=pattern, count=1000)]
 
 
-def group_keys(client: Any, namespace: str, tag: str) -> list[str]:
+def group_keys(client: RedisClient, namespace: str, tag: str) -> list[str]:
     """Every projection key of one group (boards and bookkeeping the job writes)."""
     return sorted(
         key for key in _scan(client, f"{namespace}:{{{_glob(tag)}}}:*") if is_projection_key(key)
     )
 
 
-def tags(client: Any, namespace: str) -> set[str]:
+def tags(client: RedisClient, namespace: str) -> set[str]:
     """Board groups with projection keys in ``namespace`` (progress hashes excluded)."""
     out: set[str] = set()
     for key in _scan(client, f"{namespace}:*"):
@@ -167,7 +168,7 @@ class Replaced:
 
 
 def replace_group(
-    client: Any,
+    client: RedisClient,
     staging: str,
     live: str,
     tag: str,
@@ -194,7 +195,7 @@ def replace_group(
         *stale,
     ]
     try:
-        answer = client.eval(REPLACE_GROUP, len(keys), *keys, *args)
+        answer = REPLACE_GROUP(client, keys, args)
     except redis.RedisError as exc:
         raise ServiceError(f"cutting over the board group {tag!r} failed: {exc}") from exc
     if isinstance(answer, list):
@@ -203,7 +204,7 @@ def replace_group(
 
 
 def fill_group(
-    client: Any, staging: str, live: str, tag: str, windows: Collection[str] = ()
+    client: RedisClient, staging: str, live: str, tag: str, windows: Collection[str] = ()
 ) -> FillResult:
     """Move the staged boards the live group lacks (only ``windows`` when given)."""
     staged = [
@@ -218,7 +219,7 @@ def fill_group(
     targets = [live + key[len(staging) :] for key in staged]
     keys = [GroupKeys(live, tag).boards, *staged, *targets]
     try:
-        answer = client.eval(FILL_GROUP, len(keys), *keys, len(staged), *names)
+        answer = FILL_GROUP(client, keys, [len(staged), *names])
     except redis.RedisError as exc:
         raise ServiceError(f"moving the rebuilt boards of {tag!r} failed: {exc}") from exc
     for window, moved in zip(names, answer, strict=True):

@@ -32,6 +32,7 @@ import numpy as np
 import redis
 from redis.exceptions import RedisClusterException
 
+from adapters.redis import RedisClient
 from domain.errors import ConfigError, ServiceError
 from domain.games import GameCatalog, GameConfig
 from domain.keys import LIVE_NAMESPACE, GroupKeys, shard_tag
@@ -109,7 +110,7 @@ class SketchPublisher:
 
     def __init__(
         self,
-        client: Any,
+        client: RedisClient,
         catalog: GameCatalog,
         namespace: str = LIVE_NAMESPACE,
         *,

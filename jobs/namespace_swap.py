@@ -12,14 +12,15 @@ replaced; friend sets, the merged top-K, sketches and archive markers stay.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 import redis
 
+from adapters.redis import RedisClient, Script, text
 from domain.errors import ServiceError
 from domain.keys import BOARD_PREFIXES, tag_of
 
-SWAP_GROUP = """
+SWAP_GROUP = Script(
+    """
 -- KEYS: staged keys (n = ARGV[1]), then their live names (n), then live keys to drop.
 -- UNLINK first: RENAME over a live key would free the old value in this call,
 -- blocking Redis for seconds on a 10M-member board; UNLINK frees it in the
@@ -32,6 +33,7 @@ end
 for i = 2 * n + 1, #KEYS do redis.call('UNLINK', KEYS[i]) end
 return n
 """
+)
 
 
 #: What the streaming job writes (and a replay therefore rebuilds); friend sets,
@@ -54,19 +56,16 @@ def is_projection_key(key: str) -> bool:
     return suffix.startswith(_PROJECTION_SUFFIXES)
 
 
-def _scan(client: Any, pattern: str) -> list[str]:
-    return [
-        k.decode() if isinstance(k, bytes) else k
-        for k in client.scan_iter(match=pattern, count=1000)
-    ]
+def _scan(client: RedisClient, pattern: str) -> list[str]:
+    return [text(k) for k in client.scan_iter(match=pattern, count=1000)]
 
 
-def swap_namespace(client: Any, staging: str, live: str) -> dict[str, int]:
+def swap_namespace(client: RedisClient, staging: str, live: str) -> dict[str, int]:
     """Rename every ``staging`` key over ``live``; returns renamed keys per tag."""
     staged: dict[str, list[str]] = defaultdict(list)
     for key in _scan(client, f"{staging}:*"):
         staged[tag_of(key)].append(key)
-    script = client.register_script(SWAP_GROUP)
+    script = SWAP_GROUP.registered(client)
     done: dict[str, int] = {}
     # A group the replay no longer produces at all loses its projection keys too.
     for key in _scan(client, f"{live}:*"):
@@ -85,7 +84,7 @@ def swap_namespace(client: Any, staging: str, live: str) -> dict[str, int]:
     return done
 
 
-def drop_namespace(client: Any, namespace: str) -> int:
+def drop_namespace(client: RedisClient, namespace: str) -> int:
     """Delete every key of ``namespace`` (a leftover staging area); returns the count."""
     count = 0
     pipe = client.pipeline(transaction=False)

@@ -33,7 +33,9 @@ from domain.errors import ConfigError
 from domain.events import EventKind, ScoreEvent
 from domain.games import valid_game_id
 from domain.signing import Keyring, canonical
-from schemas.codec import HEADER_SIZE, MAGIC_BYTE, ScoreEventCodec
+from producer.v1_encoder import V1Encoder, avro_long, avro_string
+from producer.zipf import ZipfSampler
+from schemas.codec import HEADER_SIZE, ScoreEventCodec
 
 OK = "ok"
 DUPLICATE = "duplicate"
@@ -113,20 +115,19 @@ class LoadConfig:
     key_ids: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
+        self._check_shape()
+        self._check_games()
+        self._check_ratios()
+        self._check_bad_kinds()
+
+    def _check_shape(self) -> None:
+        """Rate, players, distributions and time offsets."""
         if not self.rate > 0 or math.isinf(self.rate):
             raise ConfigError(f"rate must be a positive number of events/s, got {self.rate}")
         if not 1 <= self.players <= MAX_PLAYERS:
             raise ConfigError(f"players must be within 1..{MAX_PLAYERS}, got {self.players}")
         if not self.zipf_s >= 0 or math.isinf(self.zipf_s):
             raise ConfigError(f"zipf_s must be >= 0 (0 = uniform), got {self.zipf_s}")
-        if not self.games:
-            raise ConfigError("games must name at least one game")
-        invalid = [g for g in (*self.games, *self.unknown_games) if not valid_game_id(g)]
-        if invalid:
-            # The job would dead-letter these as SCHEMA, not as what they stand for.
-            raise ConfigError(f"game ids {invalid} are not [A-Za-z0-9._-]{{1,64}}")
-        if set(self.games) & set(self.unknown_games):
-            raise ConfigError("a game cannot be both known (games) and unknown (unknown_games)")
         if self.score_dist not in SCORE_DISTRIBUTIONS:
             raise ConfigError(f"score_dist must be one of {SCORE_DISTRIBUTIONS}")
         if self.max_score < 1:
@@ -137,12 +138,26 @@ class LoadConfig:
             raise ConfigError("max_lag_ms and future_skew_ms must be >= 0")
         if self.dup_window < 1:
             raise ConfigError("dup_window must be at least 1")
+
+    def _check_games(self) -> None:
+        if not self.games:
+            raise ConfigError("games must name at least one game")
+        invalid = [g for g in (*self.games, *self.unknown_games) if not valid_game_id(g)]
+        if invalid:
+            # The job would dead-letter these as SCHEMA, not as what they stand for.
+            raise ConfigError(f"game ids {invalid} are not [A-Za-z0-9._-]{{1,64}}")
+        if set(self.games) & set(self.unknown_games):
+            raise ConfigError("a game cannot be both known (games) and unknown (unknown_games)")
+
+    def _check_ratios(self) -> None:
         for name in ("retract_ratio", "dup_ratio", "bad_ratio"):
             ratio = getattr(self, name)
             if not 0.0 <= ratio <= 1.0:
                 raise ConfigError(f"{name} must be within 0..1, got {ratio}")
         if self.dup_ratio + self.bad_ratio > 1.0:
             raise ConfigError("dup_ratio + bad_ratio must not exceed 1")
+
+    def _check_bad_kinds(self) -> None:
         kinds = self.effective_bad_kinds
         unknown = sorted(set(kinds) - set(BAD_CODES))
         if unknown:
@@ -158,78 +173,6 @@ class LoadConfig:
         if self.bad_kinds is not None:
             return self.bad_kinds
         return tuple(c for c in BAD_CODES if c != "UNKNOWN_GAME" or self.unknown_games)
-
-
-class ZipfSampler:
-    """Ranks 1..n with P(k) proportional to k**-s, by rejection-inversion.
-
-    Hörmann & Derflinger, "Rejection-inversion to generate variates from
-    monotone discrete distributions" (1996), as in Apache Commons RNG's
-    ``RejectionInversionZipfSampler``: O(1) setup and expected O(1) per sample
-    (well under 2 uniforms on average), exact for any n and any s > 0.
-    """
-
-    __slots__ = ("_h_integral_n", "_h_integral_x1", "_n", "_random", "_s", "_threshold")
-
-    def __init__(self, n: int, s: float, rng: random.Random) -> None:
-        if n < 1 or not s > 0:
-            raise ConfigError(f"Zipf needs n >= 1 and s > 0, got n={n}, s={s}")
-        self._n = n
-        self._s = s
-        self._random = rng.random
-        self._h_integral_x1 = self._h_integral(1.5) - 1.0
-        self._h_integral_n = self._h_integral(n + 0.5)
-        self._threshold = 2.0 - self._h_integral_inverse(self._h_integral(2.5) - self._h(2.0))
-
-    def sample(self) -> int:
-        """One rank in 1..n (1 is the most frequent)."""
-        h_n = self._h_integral_n
-        span = self._h_integral_x1 - h_n
-        n = self._n
-        while True:
-            u = h_n + self._random() * span
-            x = self._h_integral_inverse(u)
-            k = int(x + 0.5)
-            if k < 1:
-                k = 1
-            elif k > n:
-                k = n
-            if k - x <= self._threshold or u >= self._h_integral(k + 0.5) - self._h(k):
-                return k
-
-    def _h(self, x: float) -> float:
-        return math.exp(-self._s * math.log(x))
-
-    def _h_integral(self, x: float) -> float:
-        log_x = math.log(x)
-        return _helper2((1.0 - self._s) * log_x) * log_x
-
-    def _h_integral_inverse(self, x: float) -> float:
-        t = x * (1.0 - self._s)
-        if t < -1.0:
-            t = -1.0  # guards against rounding just past the pole
-        return math.exp(_helper1(t) * x)
-
-
-def _helper1(x: float) -> float:
-    """log1p(x)/x, accurate near 0."""
-    if abs(x) > 1e-8:
-        return math.log1p(x) / x
-    return 1.0 - x * (0.5 - x * (1.0 / 3.0 - 0.25 * x))
-
-
-def _helper2(x: float) -> float:
-    """expm1(x)/x, accurate near 0."""
-    if abs(x) > 1e-8:
-        return math.expm1(x) / x
-    return 1.0 + x * 0.5 * (1.0 + x * (1.0 / 3.0) * (1.0 + 0.25 * x))
-
-
-def zipf_pmf(n: int, s: float) -> list[float]:
-    """The exact probabilities of ranks 1..n (for tests and docs; O(n))."""
-    weights = [k**-s for k in range(1, n + 1)]
-    total = math.fsum(weights)
-    return [w / total for w in weights]
 
 
 class LoadGenerator:
@@ -266,7 +209,7 @@ class LoadGenerator:
         #: Signs UNKNOWN_KEY records: a well-formed key the job has never heard of.
         self._rogue = Keyring({rogue: rng.randbytes(32)})
         self._unknown_schema_id = max(codec.schema_ids) + 1000
-        self._encoder = _V1Encoder(codec)
+        self._encoder = V1Encoder(codec)
         #: Hot players' ids, prebuilt (Zipf sends most events to low ranks).
         self._player_ids = [f"p{i:07d}" for i in range(min(config.players, _PLAYER_CACHE))]
 
@@ -428,9 +371,7 @@ class LoadGenerator:
             # kind is followed only by keyId (string) and sig (bytes); its
             # index is one byte for any sane enum. -1 (0x01) is the case
             # fastavro would silently read as the last symbol.
-            tail = (
-                len(_avro_string(event.key_id)) + len(_avro_long(len(event.sig))) + len(event.sig)
-            )
+            tail = len(avro_string(event.key_id)) + len(avro_long(len(event.sig))) + len(event.sig)
             position = len(value) - tail - 1
             bad_index = (0x01, 0x04, 0x7E)[rng.randrange(3)]  # zigzag of -1, 2, 63
             return value[:position] + bytes([bad_index]) + value[position + 1 :]
@@ -438,86 +379,8 @@ class LoadGenerator:
         player = event.player_id.encode()
         position = (
             HEADER_SIZE
-            + len(_avro_string(event.event_id))
-            + len(_avro_string(event.game_id))
-            + len(_avro_long(len(player)))
+            + len(avro_string(event.event_id))
+            + len(avro_string(event.game_id))
+            + len(avro_long(len(player)))
         )
         return value[:position] + b"\xff" * len(player) + value[position + len(player) :]
-
-
-class _V1Encoder:
-    """Writes exactly ``ScoreEventCodec.encode(event, 1)``, about twice as fast.
-
-    The generator must outrun the job it benchmarks (100K+ events/s on one
-    core), and fastavro's per-call overhead dominated its profile. Strings that
-    repeat (games, key ids, player ids) and the timestamp shared by consecutive
-    records are encoded once; ``tests/unit/test_loadgen.py`` checks the bytes
-    against the codec so the two cannot drift.
-    """
-
-    __slots__ = ("_header", "_kinds", "_last_ts", "_last_ts_bytes", "_strings")
-
-    def __init__(self, codec: ScoreEventCodec) -> None:
-        reference = codec.encode(ScoreEvent("e", "g", "p", 0, 0, EventKind.RETRACT, "k", b""), 1)
-        # Refuse to run if v1 ever stops being the layout hand-written below.
-        expected = bytes([MAGIC_BYTE, 0, 0, 0, 1]) + b"\x02e\x02g\x02p\x00\x00\x02\x02k\x00"
-        if reference != expected:
-            raise ConfigError("schema id 1 is not the v1 score-event layout the generator writes")
-        self._header = expected[:HEADER_SIZE]
-        self._kinds = {EventKind.SCORE: b"\x00", EventKind.RETRACT: b"\x02"}
-        self._strings: dict[str, bytes] = {}
-        self._last_ts = -1
-        self._last_ts_bytes = b""
-
-    def encode(self, event: ScoreEvent) -> bytes:
-        strings = self._strings
-        game = strings.get(event.game_id)
-        if game is None:
-            game = strings[event.game_id] = _avro_string(event.game_id)
-        player = strings.get(event.player_id)
-        if player is None:
-            player = _avro_string(event.player_id)
-            if len(strings) < _PLAYER_CACHE:
-                strings[event.player_id] = player
-        key = strings.get(event.key_id)
-        if key is None:
-            key = strings[event.key_id] = _avro_string(event.key_id)
-        if event.ts_ms != self._last_ts:
-            self._last_ts = event.ts_ms
-            self._last_ts_bytes = _avro_long(event.ts_ms)
-        sig = event.sig
-        return b"".join(
-            (
-                self._header,
-                _avro_string(event.event_id),
-                game,
-                player,
-                _avro_long(event.score),
-                self._last_ts_bytes,
-                self._kinds[event.kind],
-                key,
-                _avro_long(len(sig)),
-                sig,
-            )
-        )
-
-
-def _avro_long(value: int) -> bytes:
-    """Zigzag varint, the Avro binary encoding of int and long."""
-    n = (value << 1) ^ (value >> 63)
-    if n < 0x80:
-        return _SMALL_VARINTS[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_SMALL_VARINTS = tuple(bytes([n]) for n in range(0x80))
-
-
-def _avro_string(text: str) -> bytes:
-    raw = text.encode()
-    return _avro_long(len(raw)) + raw
