@@ -3,9 +3,9 @@
 Binds ``127.0.0.1`` unless ``--host`` says otherwise: exposing it beyond this
 machine is a deliberate choice, with TLS (``--certfile``/``--keyfile``, or a
 proxy in front) and callers configured (docs/SECURITY.md). ``--new-api-key
-NAME`` prints a fresh server API key and its line for the ``LB_API_KEYS`` file,
-and exits. Ctrl-C or SIGTERM stops it; records already handed to Kafka are
-flushed first.
+NAME --key-file FILE`` makes a server API key, appends its SHA-256 line to FILE
+(the ``LB_API_KEYS`` file) and prints the key, and exits. Ctrl-C or SIGTERM
+stops it; records already handed to Kafka are flushed first.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import ipaddress
 import os
 import signal
 import sys
+from pathlib import Path
 from types import FrameType
 
 from api.app import MAX_BODY_BYTES, MAX_BODY_ENV, PAGE_CACHE_ENV, create_app
-from api.auth.keyfile import key_line, new_key
+from api.auth.keyfile import key_line, new_key, parse_key_file
 from api.pages import DEFAULT_TTL_MS
 from api.server import (
     DEFAULT_HOST,
@@ -34,6 +35,7 @@ from api.server import (
 )
 from config.heap import settle_heap
 from config.settings import Settings
+from domain.errors import ConfigError
 from telemetry import server as server_registry
 
 
@@ -46,12 +48,22 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _new_api_key(name: str) -> int:
-    """Print a fresh key (stdout) and the key file's line for it (stderr)."""
+def _new_api_key(name: str, key_file: str | None) -> int:
+    """Append a fresh key's hashed line to ``key_file`` and print the key (stdout)."""
+    if key_file is None:
+        raise ConfigError("--new-api-key needs --key-file (the LB_API_KEYS file to add it to)")
     key = new_key()
-    line = key_line(name, key)
+    path = Path(key_file)
+    try:
+        known = parse_key_file(path.read_text(), str(path)) if path.exists() else {}
+        if name in known.values():
+            raise ConfigError(f"{path} already has a key named {name!r}; pick another name")
+        with path.open("a") as out:
+            out.write(key_line(name, key) + "\n")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from exc
     print(key)
-    print(f"lb serve: add this line to the LB_API_KEYS file: {line}", file=sys.stderr)
+    print(f"lb serve: added {name!r} to {path} (its SHA-256 only)", file=sys.stderr)
     return 0
 
 
@@ -73,7 +85,7 @@ def _exposure_warnings(host: str, tls: bool, settings: Settings) -> list[str]:
 
 def _serve(args: argparse.Namespace) -> int:
     if args.new_api_key is not None:
-        return _new_api_key(args.new_api_key)
+        return _new_api_key(args.new_api_key, args.key_file)
     port = parse_port(args.port)
     workers = parse_workers(args.workers)
     tls = parse_tls(args.certfile, args.keyfile)
@@ -167,7 +179,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     serve.add_argument(
         "--new-api-key",
         metavar="NAME",
-        help="print a new server API key and its LB_API_KEYS line, then exit",
+        help="make a server API key: its SHA-256 line is appended to --key-file, "
+        "the key printed on stdout; then exit",
     )
+    serve.add_argument("--key-file", help="the API key file --new-api-key adds to")
     serve.add_argument("--quiet", action="store_true", help="no access log on stderr")
     serve.set_defaults(handler=_serve)
