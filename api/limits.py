@@ -8,11 +8,12 @@ anonymous request. The counts are ``limits``' fixed-window counters in Redis
 so every worker of ``lb serve --workers N`` and every API host sharing the
 Redis share them. Windows are aligned to the clock (the window of ``N/minute``
 is the wall-clock minute), so the window's end, and therefore
-``RateLimit-Reset`` and ``Retry-After``, are known without asking Redis: a
-request costs exactly one round trip, whose answer (the count so far) gives
-both the decision and ``RateLimit-Remaining``. (A fixed window lets a client
-spend its allowance at the end of one window and again at the start of the
-next: at most twice the rate over a short span.)
+``RateLimit-Reset`` and ``Retry-After``, are known without asking Redis. A
+request costs at most one round trip, and usually none: a process takes a
+caller's requests from Redis in leases (:class:`RateLimits`), and refuses the
+rest of a window it knows is spent without asking. (A fixed window lets a
+client spend its allowance at the end of one window and again at the start of
+the next: at most twice the rate over a short span.)
 
 When Redis does not answer, the request is let through (a limiter must not
 turn a Redis hiccup into an outage of everything) and
@@ -70,8 +71,46 @@ def rates(settings: Settings) -> dict[RouteClass, RateLimitItem]:
     return {kind: parse(text) for kind, text in configured.items() if text is not None}
 
 
+#: A process takes at most this many of a caller's requests from Redis at once.
+LEASE_MAX = 1000
+#: ... and at most this share of what is left of the window (1/8), so that the
+#: allowance left unspent in other processes stays small as the window fills up,
+#: and near the limit every request is counted in Redis one by one (exact).
+LEASE_SHARE = 8
+#: Leases kept per process before stale windows are swept.
+LEASES_KEPT = 50_000
+
+
+@dataclass
+class _Lease:
+    """The requests of one (class, caller, window) this process took from Redis."""
+
+    window: int
+    #: The window's position of the next request served from the lease (1-based) ...
+    next: int = 1
+    #: ... and of the lease's last one (next > last: nothing left).
+    last: int = 0
+    #: The highest count Redis answered for the window.
+    seen: int = 0
+
+
+def lease_size(limit: int, seen: int) -> int:
+    """How many requests to take from Redis in one ``INCRBY`` (1 near the limit)."""
+    return max(1, min(LEASE_MAX, (limit - seen) // LEASE_SHARE))
+
+
 class RateLimits:
-    """Counts requests per (route class, caller) in ``storage``; ``clock`` is epoch seconds."""
+    """Counts requests per (route class, caller) in ``storage``; ``clock`` is epoch seconds.
+
+    Each process takes a caller's requests from Redis in leases (``INCRBY n``:
+    :func:`lease_size`, large while the window is far from its limit, one at a
+    time near it) and serves the next ones from the lease without a round trip;
+    once Redis answered a count at the limit, the rest of the window is refused
+    without asking again. The count in Redis is never below what was served,
+    so no process lets through more than the limit; a lease another process
+    holds unspent at the end of a window can refuse a request a little early
+    (at most an eighth of what was left when it was taken).
+    """
 
     def __init__(
         self,
@@ -85,6 +124,7 @@ class RateLimits:
         self._items = dict(items)
         self._clock = clock
         self._on_error = on_error
+        self._leases: dict[tuple[RouteClass, str], _Lease] = {}
 
     def limits(self, kind: RouteClass) -> bool:
         """Whether this route class has a rate limit."""
@@ -98,15 +138,33 @@ class RateLimits:
         period = item.get_expiry()
         now = self._clock()
         window = int(now // period)
-        key = item.key_for(kind.value, caller, str(window))
-        try:
-            count = await self._storage.incr(key, period)
-        except StorageError as exc:
-            self._on_error()
-            log.warning("rate limit not counted (Redis: %s); request let through", exc)
-            return None
         reset = max(1, math.ceil((window + 1) * period - now))
-        return Verdict(count <= item.amount, item.amount, max(0, item.amount - count), reset)
+        lease = self._lease(kind, caller, window)
+        if lease.next > lease.last and lease.seen < item.amount:
+            size = lease_size(item.amount, lease.seen)
+            key = item.key_for(kind.value, caller, str(window))
+            try:
+                count = await self._storage.incr(key, period, amount=size)
+            except StorageError as exc:
+                self._on_error()
+                log.warning("rate limit not counted (Redis: %s); request let through", exc)
+                return None
+            lease.seen = max(lease.seen, count)
+            if lease.next > lease.last:  # not refilled meanwhile by a concurrent request
+                lease.next, lease.last = count - size + 1, min(count, item.amount)
+        if lease.next > lease.last:
+            return Verdict(False, item.amount, 0, reset)
+        position = lease.next
+        lease.next += 1
+        return Verdict(True, item.amount, item.amount - position, reset)
+
+    def _lease(self, kind: RouteClass, caller: str, window: int) -> _Lease:
+        lease = self._leases.get((kind, caller))
+        if lease is None or lease.window != window:
+            if len(self._leases) >= LEASES_KEPT:
+                self._leases = {k: v for k, v in self._leases.items() if v.window >= window}
+            lease = self._leases[(kind, caller)] = _Lease(window)
+        return lease
 
 
 def redis_storage(settings: Settings, async_client: Any) -> Storage:

@@ -58,3 +58,37 @@ def test_counts_per_class_and_caller_in_clock_aligned_windows() -> None:
     assert asyncio.run(limits.hit(RouteClass.WRITES, "a:1.2.3.4")) is None  # not limited
     now[0] += 40  # the next minute: a fresh window
     assert [v.allowed for v in asyncio.run(hits("a:1.2.3.4", 1)) if v] == [True]
+
+
+class CountingStorage(MemoryStorage):
+    """limits' memory storage, counting the round trips a Redis one would make."""
+
+    calls = 0
+
+    async def incr(self, key: str, expiry: float, amount: int = 1) -> int:
+        self.calls += 1
+        return await super().incr(key, expiry, amount)
+
+
+def test_two_processes_taking_leases_never_pass_the_limit_and_rarely_ask_redis() -> None:
+    now = [60 * 16_667 + 1.0]
+    s = Settings(kafka_bootstrap="x:1", redis_url=Secret("redis://x:1/0"), rate_reads="800/minute")
+    shared = CountingStorage()
+    one = RateLimits(shared, rates(s), clock=lambda: now[0])
+    two = RateLimits(shared, rates(s), clock=lambda: now[0])
+
+    async def alternate(n: int) -> list[bool]:
+        out = []
+        for i in range(n):
+            verdict = await (one, two)[i % 2].hit(RouteClass.READS, "p:ada")
+            assert verdict is not None
+            out.append(verdict.allowed)
+        return out
+
+    allowed = asyncio.run(alternate(1000))
+    assert 800 - 800 // 8 <= sum(allowed) <= 800
+    assert all(allowed[:700]) and not any(allowed[-150:])
+    assert shared.calls < 100  # leases: far fewer round trips than requests
+    calls = shared.calls
+    asyncio.run(alternate(50))  # the spent window is refused without asking again
+    assert shared.calls == calls
