@@ -95,6 +95,7 @@ def timed_requests(
 
 
 def summary_of(samples: list[float]) -> dict[str, Any]:
+    """Count, p50 and p99 of latencies in ms."""
     ordered = sorted(samples)
     return {
         "requests": len(ordered),
@@ -144,6 +145,7 @@ def burst(base: str, seconds: float) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run both measurements; the summary as JSON on stdout."""
     parser = argparse.ArgumentParser(prog="python -m bench.callers", description=__doc__)
     parser.add_argument("--rounds", type=int, default=4, help="alternating rounds (default 4)")
     parser.add_argument("--round-seconds", type=float, default=5.0)
