@@ -51,13 +51,14 @@ class Verdict:
 
     def headers(self) -> list[tuple[bytes, bytes]]:
         """``RateLimit-Limit``/``-Remaining``/``-Reset`` (and ``Retry-After`` when refused)."""
+        reset = b"%d" % self.reset_s
         out = [
-            (b"ratelimit-limit", str(self.limit).encode()),
-            (b"ratelimit-remaining", str(self.remaining).encode()),
-            (b"ratelimit-reset", str(self.reset_s).encode()),
+            (b"ratelimit-limit", b"%d" % self.limit),
+            (b"ratelimit-remaining", b"%d" % self.remaining),
+            (b"ratelimit-reset", reset),
         ]
         if not self.allowed:
-            out.append((b"retry-after", str(self.reset_s).encode()))
+            out.append((b"retry-after", reset))
         return out
 
 

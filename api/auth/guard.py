@@ -65,9 +65,9 @@ def bearer(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
     """The token of an ``Authorization: Bearer`` header, if there is one."""
     for name, value in headers:
         if name == b"authorization":
-            scheme, _, token = value.decode("latin-1").strip().partition(" ")
-            if scheme.lower() == "bearer" and token.strip():
-                return token.strip()
+            if value[:7].lower() == b"bearer ":
+                return value[7:].strip().decode("latin-1") or None
+            return None
     return None
 
 
