@@ -12,8 +12,9 @@ Two measurements, each a ratio from the same run (the machine is shared):
 2. **a burst from one client**: the secured server with ``LB_RATE_READS=200/second``;
    a paced client (one connection, 100 requests/s, its own token) measures its
    p99 alone, then while another client hammers the same route from 4 connections
-   with its own token (refused with 429 once over its limit); the ratio of the
-   two p99s, and how many of the burst's requests were refused.
+   with its own token (refused with 429 once over its limit), then the same
+   burst against a server without the limit; the ratios of the p99s, and how
+   many of the burst's requests were refused.
 
 Usage (services up: ``.venv/bin/lb up``)::
 
@@ -120,10 +121,8 @@ def overhead(off: str, on: str, rounds: int, seconds: float) -> dict[str, Any]:
     return out
 
 
-def burst(base: str, seconds: float) -> dict[str, Any]:
-    """Measurement 2: a paced client's p99 alone, then beside a burst of another client."""
-    victim = [token("paced")]
-    alone = summary_of(timed_requests(base, seconds, victim, pace_s=0.01))
+def beside_burst(base: str, seconds: float) -> dict[str, Any]:
+    """A paced client's latencies while another client hammers the same route."""
     statuses: dict[int, int] = {}
     result: dict[str, list[float]] = {}
 
@@ -133,14 +132,26 @@ def burst(base: str, seconds: float) -> dict[str, Any]:
     thread = threading.Thread(target=hammer)
     thread.start()
     time.sleep(0.2)
-    beside = summary_of(timed_requests(base, seconds - 0.4, victim, pace_s=0.01))
+    paced = summary_of(timed_requests(base, seconds - 0.4, [token("paced")], pace_s=0.01))
     thread.join()
     return {
-        "alone": alone,
-        "beside_burst": beside,
-        "p99_ratio": beside["p99_ms"] / alone["p99_ms"],
+        **paced,
         "burst_statuses": {str(k): v for k, v in sorted(statuses.items())},
         "burst_requests_per_s": len(result["burst"]) / seconds,
+    }
+
+
+def burst(limited: str, unlimited: str, seconds: float) -> dict[str, Any]:
+    """Measurement 2: a paced client's p99 alone, beside a limited and an unlimited burst."""
+    alone = summary_of(timed_requests(limited, seconds, [token("paced")], pace_s=0.01))
+    with_limits = beside_burst(limited, seconds)
+    without_limits = beside_burst(unlimited, seconds)
+    return {
+        "alone": alone,
+        "beside_limited_burst": with_limits,
+        "beside_unlimited_burst": without_limits,
+        "p99_ratio": with_limits["p99_ms"] / alone["p99_ms"],
+        "p99_ratio_vs_unlimited": with_limits["p99_ms"] / without_limits["p99_ms"],
     }
 
 
@@ -179,13 +190,18 @@ def main(argv: list[str] | None = None) -> int:
         ):
             summary["overhead"] = overhead(off, on, args.rounds, args.round_seconds)
         limited = {**secured, "LB_RATE_READS": "200/second"}
-        with server(limited, ROOT, scratch.state_dir / "limited.log") as base:
-            summary["burst"] = burst(base, args.burst_seconds)
+        with (
+            server(limited, ROOT, scratch.state_dir / "limited.log") as base,
+            server(unlimited, ROOT, scratch.state_dir / "unlimited.log") as open_base,
+        ):
+            summary["burst"] = burst(base, open_base, args.burst_seconds)
     o, b = summary["overhead"], summary["burst"]
     log(
         f"top-10 keep-alive p99: off {o['off']['p99_ms']:.2f} ms, on {o['on']['p99_ms']:.2f} ms "
         f"({fmt_ratio(o['p99_ratio'])}); paced client p99 alone {b['alone']['p99_ms']:.2f} ms, "
-        f"beside a burst {b['beside_burst']['p99_ms']:.2f} ms ({fmt_ratio(b['p99_ratio'])})"
+        f"beside a limited burst {b['beside_limited_burst']['p99_ms']:.2f} ms "
+        f"({fmt_ratio(b['p99_ratio'])}), beside the same burst unlimited "
+        f"{b['beside_unlimited_burst']['p99_ms']:.2f} ms"
     )
     print(json.dumps(summary, indent=2))
     return 0
