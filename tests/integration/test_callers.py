@@ -6,6 +6,7 @@ own namespace); tokens are signed with keys made in the test.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -20,6 +21,8 @@ from websockets.sync.client import connect
 from websockets.typing import Origin
 
 from api.auth.keyfile import key_line, new_key
+from api.auth.policy import RouteClass
+from api.limits import RateLimits, rates, redis_storage
 from config.settings import Secret
 from tests.integration.api_server import api_settings, running_api
 from tests.integration.streams import GAMES_TOML, KEYS
@@ -265,3 +268,27 @@ def test_cors_allows_the_listed_origins_and_websockets_from_other_pages_are_refu
             assert json.loads(socket.recv(timeout=10))["type"] == "top"  # its own page
         with connect(ws, origin=Origin("https://game.example"), open_timeout=10) as socket:
             assert json.loads(socket.recv(timeout=10))["type"] == "top"
+
+
+def test_limits_count_on_a_redis_cluster(
+    cluster_services: list[str], cluster_client: Any, namespace: str
+) -> None:
+    settings = api_settings(
+        "127.0.0.1:1",
+        cluster_services[0],
+        "unused",
+        namespace,
+        KEYS,
+        redis_cluster=True,
+        rate_writes="3/hour",
+    )
+    wait_for_a_fresh_window(3600, 30)
+
+    async def five() -> list[bool]:
+        limits = RateLimits(redis_storage(settings, None), rates(settings))
+        verdicts = [await limits.hit(RouteClass.WRITES, "k:backend") for _ in range(5)]
+        return [v.allowed for v in verdicts if v is not None]
+
+    assert asyncio.run(five()) == [True, True, True, False, False]
+    assert asyncio.run(five()) == [False] * 5  # a new process sees the same count
+    assert any(cluster_client.scan_iter(match=f"{namespace}:limits*"))

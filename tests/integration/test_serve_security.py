@@ -252,3 +252,27 @@ def test_a_tls_mistake_is_one_line_and_exit_2(
     )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and message in proc.stderr
+
+
+def test_new_api_key_appends_its_hash_and_refuses_a_name_twice(tmp_path: Path) -> None:
+    keys = tmp_path / "api-keys"
+
+    def new(name: str) -> subprocess.CompletedProcess[str]:
+        serve = [sys.executable, "-m", "lb.cli", "serve"]
+        return subprocess.run(
+            [*serve, "--new-api-key", name, "--key-file", str(keys)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    first = new("backend-eu")
+    assert first.returncode == 0, first.stderr
+    key = first.stdout.strip()
+    assert key.startswith("lbk_") and key not in keys.read_text()
+    assert keys.read_text() == key_line("backend-eu", key) + "\n"
+    again = new("backend-eu")
+    assert again.returncode == 2 and "already has a key named 'backend-eu'" in again.stderr
+    assert again.stderr.strip().count("\n") == 0
+    assert new("bad name").returncode == 2
