@@ -33,7 +33,7 @@ from urllib.parse import unquote_plus, urlsplit
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.auth.keyfile import KEY_PREFIX, ApiKeys
-from api.auth.policy import Caller, CallerKind, Refusal, RouteClass, classify, decide
+from api.auth.policy import Caller, CallerKind, Refusal, Route, RouteClass, classify, decide
 from api.auth.tokens import PlayerTokens, TokenError
 from api.errors import error_body, error_response
 from api.limits import RateLimits
@@ -201,7 +201,7 @@ class Guard:
         scope: Scope,
         receive: Receive,
         send: Send,
-        route: Any,
+        route: Route,
         refusal: Refusal,
         headers: list[tuple[bytes, bytes]] | None = None,
     ) -> None:
