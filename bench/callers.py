@@ -6,9 +6,10 @@ Two measurements, each a ratio from the same run (the machine is shared):
    ``lb serve`` processes of this checkout on the same seeded board, one with
    nothing configured, one with ``LB_API_READS=authenticated`` (HS256 player
    tokens and an API key file) and ``LB_RATE_READS`` high enough never to
-   refuse (every request still counted in Redis); 4 threads, each reusing one
-   HTTP/1.1 connection and sending a token of its own player, in alternating
-   rounds (off, on, off, on, ...) so a change in the machine's load hits both.
+   refuse (every request still counted in Redis), measured at the same time
+   (so a change in the machine's load hits both): 2 threads on each, each
+   reusing one HTTP/1.1 connection and sending the same request with a token
+   of its own player (the open server ignores it), over several rounds.
 2. **a burst from one client**: the secured server with ``LB_RATE_READS=200/second``;
    a paced client (one connection, 100 requests/s, its own token) measures its
    p99 alone, then while another client hammers the same route from 4 connections
@@ -105,16 +106,34 @@ def summary_of(samples: list[float]) -> dict[str, Any]:
     }
 
 
+def _both_at_once(
+    servers: dict[str, str], seconds: float, players: list[str]
+) -> dict[str, tuple[list[float], dict[int, int]]]:
+    """Latencies and statuses of each server, measured at the same time."""
+    out: dict[str, tuple[list[float], dict[int, int]]] = {}
+
+    def run(name: str, base: str) -> None:
+        statuses: dict[int, int] = {}
+        out[name] = (timed_requests(base, seconds, players, statuses=statuses), statuses)
+
+    threads = [threading.Thread(target=run, args=item) for item in servers.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return out
+
+
 def overhead(off: str, on: str, rounds: int, seconds: float) -> dict[str, Any]:
-    """Measurement 1: alternating rounds against the open and the secured server."""
+    """Measurement 1: both servers at once, 2 connections each, the same requests."""
     pooled: dict[str, list[float]] = {"off": [], "on": []}
-    players = [token(f"reader{i}") for i in range(4)]
     for round_ in range(rounds):
-        for name, base, bearers in (("off", off, [None] * 4), ("on", on, players)):
-            statuses: dict[int, int] = {}
-            pooled[name] += timed_requests(base, seconds, bearers, statuses=statuses)
-            assert set(statuses) == {200}, statuses  # nothing refused: only the cost is measured
-            log(f"round {round_ + 1} {name}: {summary_of(pooled[name])}")
+        players = [token(f"reader{round_}-{i}") for i in range(2)]
+        done = _both_at_once({"off": off, "on": on}, seconds, players)
+        for name, (samples, statuses) in done.items():
+            assert set(statuses) == {200}, statuses  # only the cost is measured
+            pooled[name] += samples
+        log(f"round {round_ + 1}: " + ", ".join(f"{n} {summary_of(done[n][0])}" for n in done))
     out = {name: summary_of(samples) for name, samples in pooled.items()}
     out["p99_ratio"] = out["on"]["p99_ms"] / out["off"]["p99_ms"]
     out["p50_ratio"] = out["on"]["p50_ms"] / out["off"]["p50_ms"]
