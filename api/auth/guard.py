@@ -24,7 +24,6 @@ Responses served over TLS carry ``Strict-Transport-Security``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from http import HTTPStatus
 from typing import Any
@@ -35,7 +34,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api.auth.keyfile import KEY_PREFIX, ApiKeys
 from api.auth.policy import Caller, CallerKind, Refusal, Route, RouteClass, classify, decide
 from api.auth.tokens import PlayerTokens, TokenError
-from api.errors import error_body, error_response
+from api.errors import error_body
+from api.hot import json_bytes
 from api.limits import RateLimits
 from api.metrics import REFUSALS
 
@@ -206,25 +206,24 @@ class Guard:
         headers: list[tuple[bytes, bytes]] | None = None,
     ) -> None:
         REFUSALS.labels(route.kind.value, _REASONS[refusal.status]).inc()
-        extra = {name.decode(): value.decode() for name, value in headers or []}
-        if scope["type"] == "http":
-            response = error_response(refusal.status, refusal.code, refusal.message, extra)
-            await response(scope, receive, send)
-            return
-        await receive()  # the handshake's websocket.connect
-        if "websocket.http.response" not in scope.get("extensions", {}):
-            await send({"type": "websocket.close", "code": 1008, "reason": refusal.code})
-            return
-        body = json.dumps(error_body(refusal.code, refusal.message)).encode()
+        # Written as two raw messages (no Response object): a burst of refusals stays cheap.
+        kind = "http.response"
+        if scope["type"] == "websocket":
+            await receive()  # the handshake's websocket.connect
+            if "websocket.http.response" not in scope.get("extensions", {}):
+                await send({"type": "websocket.close", "code": 1008, "reason": refusal.code})
+                return
+            kind = "websocket.http.response"
+        body = json_bytes(error_body(refusal.code, refusal.message))
         await send(
             {
-                "type": "websocket.http.response.start",
+                "type": f"{kind}.start",
                 "status": int(refusal.status),
                 "headers": [
+                    (b"content-length", b"%d" % len(body)),
                     (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
                     *(headers or []),
                 ],
             }
         )
-        await send({"type": "websocket.http.response.body", "body": body})
+        await send({"type": f"{kind}.body", "body": body})
