@@ -55,8 +55,8 @@ DOCUMENTS = [
     "CLI.md",
     *sorted(p.name for p in (REPO / "docs").glob("*.md") if p.name != "CLI.md"),
 ]
-if os.environ.get("LB_DOCS_ONLY"):  # one document while writing it: LB_DOCS_ONLY=SECURITY.md
-    DOCUMENTS = [os.environ["LB_DOCS_ONLY"]]
+if os.environ.get("LB_DOCS_ONLY"):  # while writing a document: LB_DOCS_ONLY=CLI.md,SECURITY.md
+    DOCUMENTS = os.environ["LB_DOCS_ONLY"].split(",")
 FENCE = re.compile(r"^```(\w*)\s*$")
 MARKER = re.compile(r"<!--\s*example:\s*(skip|excerpt)\s*(?::\s*(.*?))?\s*-->")
 RUN_LANGS = {"bash", "sh", "shell", "python", "toml"}
