@@ -25,14 +25,19 @@ from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api import push, routes
+from api.auth.guard import Guard
+from api.auth.keyfile import ApiKeys
+from api.auth.tokens import PlayerTokens
 from api.errors import error_response, install_error_handlers
 from api.hot import HotRoutes
 from api.intake import ACK_TIMEOUT_S, INTAKE_LINGER_MS, AckingProducer, ScoreIntake
+from api.limits import RateLimits, rates, redis_storage
 from api.live import ChangeHub, SharedReads
-from api.metrics import RequestMetrics, exposition
+from api.metrics import RATE_LIMIT_ERRORS, RequestMetrics, exposition
 from api.models import page_bytes
 from api.pages import DEFAULT_TTL_MS, PageCache
 from config.clients import async_redis_client, game_catalog
@@ -178,6 +183,14 @@ def _lifespan(
             if page_cache_ms > 0
             else None
         )
+        limited = rates(settings)
+        state.rate_limits = (
+            RateLimits(
+                redis_storage(settings, async_client), limited, on_error=RATE_LIMIT_ERRORS.inc
+            )
+            if limited
+            else None
+        )
         try:
             yield
         finally:
@@ -257,4 +270,41 @@ def create_app(
 
     _add_pages(app)
     hot = HotRoutes(app, enabled=hot_routes)
-    return BodyLimits(RawPathRouting(RequestMetrics(hot)), max_body)
+    return _guarded(BodyLimits(RawPathRouting(RequestMetrics(hot)), max_body), app, settings)
+
+
+def _guarded(inner: ASGIApp, app: FastAPI, settings: Settings) -> ASGIApp:
+    """``inner`` behind the callers' checks (:mod:`api.auth.guard`) and, if any, CORS.
+
+    The guard is the outermost layer but CORS, so that it takes the ``token``
+    parameter off the server's own request scope (uvicorn logs that one).
+    """
+    tokens = None
+    if settings.player_tokens and settings.jwt_audience and settings.jwt_issuer:
+        tokens = PlayerTokens(
+            audience=settings.jwt_audience,
+            issuer=settings.jwt_issuer,
+            secret=settings.jwt_secret.reveal() if settings.jwt_secret else None,
+            keys_file=settings.jwt_keys_file,
+            leeway_s=settings.jwt_leeway_s,
+        )
+    guard = Guard(
+        inner,
+        app.state,
+        tokens=tokens,
+        keys=ApiKeys(settings.api_keys_file) if settings.api_keys_file else None,
+        reads_authenticated=settings.api_reads == "authenticated",
+        writes_authenticated=settings.writes_authenticated,
+        limited=bool(rates(settings)),
+        cors_origins=settings.cors_origins,
+    )
+    if not settings.cors_origins:
+        return guard
+    return CORSMiddleware(
+        guard,
+        allow_origins=list(settings.cors_origins),
+        allow_methods=["GET", "POST", "PUT", "DELETE"],
+        allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+        expose_headers=["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "Retry-After"],
+        max_age=600,
+    )

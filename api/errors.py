@@ -12,11 +12,15 @@ code, so no route builds an error document itself.
 400   ``BOUNDS``/``UNKNOWN_GAME``  event outside the game's bounds / unknown game
 401   ``SIGNATURE``            the HMAC does not match
 401   ``UNKNOWN_KEY``          ``keyId`` is not in the keyring
+401   ``UNAUTHENTICATED``      no caller where one is required, or a token or API
+                               key that does not verify (:mod:`api.auth.guard`)
+403   ``FORBIDDEN``            a caller without the right (someone else's player)
 404   ``NOT_FOUND``            no such route, or the player has no score there
 404   ``UNKNOWN_GAME``         the game in the path is not served
 405   ``METHOD_NOT_ALLOWED``   known path, other method (``Allow`` lists them)
 411   ``LENGTH_REQUIRED``      a body without ``Content-Length`` (e.g. chunked)
 413   ``PAYLOAD_TOO_LARGE``    body above the limit
+429   ``RATE_LIMITED``         the caller's rate limit of the route class is spent
 500   ``INTERNAL``             a bug or corrupt data (details go to the log)
 503   ``UNAVAILABLE``          Redis or Kafka did not answer
 ====  =======================  ================================================

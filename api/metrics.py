@@ -26,6 +26,17 @@ LATENCY = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )
 
+REFUSALS = Counter(
+    "lb_http_refusals",
+    "Requests refused before any route ran, by route class (reads, pushes, writes) and reason "
+    "(unauthenticated, forbidden, rate_limited)",
+    ["route_class", "reason"],
+)
+RATE_LIMIT_ERRORS = Counter(
+    "lb_http_rate_limit_errors",
+    "Requests let through uncounted because Redis did not answer the rate limiter",
+)
+
 
 class RequestMetrics:
     """ASGI middleware: one counter increment and one histogram observation per request."""

@@ -188,7 +188,7 @@ class EventStream(Response):
     "/v1/leaderboards/{gameId}/events",
     responses={
         200: {"content": {"text/event-stream": {}}, "description": "SSE stream"},
-        **errors(400, 404, 503),
+        **errors(400, 401, 404, 429, 503),
     },
 )
 async def events(

@@ -121,7 +121,7 @@ def _absent(player_id: str, window_id: str) -> ApiError:
 @router.get(
     "/v1/leaderboards/{gameId}/top",
     response_model=TopPage,
-    responses=errors(400, 404, 500, 503),
+    responses=errors(400, 401, 404, 429, 500, 503),
     summary="One page of a board, best first",
 )
 async def top(
@@ -136,7 +136,7 @@ async def top(
 @router.get(
     "/v1/leaderboards/{gameId}/players/{playerId}",
     response_model=RankAnswer,
-    responses=errors(400, 404, 500, 503),
+    responses=errors(400, 401, 404, 429, 500, 503),
     summary="A player's rank, score and percentile",
 )
 async def rank(
@@ -156,7 +156,7 @@ async def rank(
 @router.get(
     "/v1/leaderboards/{gameId}/players/{playerId}/neighbors",
     response_model=AroundAnswer,
-    responses=errors(400, 404, 500, 503),
+    responses=errors(400, 401, 404, 429, 500, 503),
     summary="The k players right above and below a player",
 )
 async def neighbors(
@@ -176,7 +176,7 @@ async def neighbors(
 @router.get(
     "/v1/leaderboards/{gameId}/players/{playerId}/tournaments",
     response_model=PlayerTournaments,
-    responses=errors(400, 404, 500, 503),
+    responses=errors(400, 401, 404, 429, 500, 503),
     summary="The tournaments a player is on the board of, with rank, score and attempts",
 )
 def player_tournaments(
@@ -193,7 +193,7 @@ def player_tournaments(
 @router.get(
     "/v1/leaderboards/{gameId}/friends",
     response_model=FriendsBoard,
-    responses=errors(400, 404, 500, 503),
+    responses=errors(400, 401, 404, 429, 500, 503),
     summary="A player and their friends ranked among themselves (cached briefly)",
 )
 def friends_board(
@@ -212,7 +212,7 @@ def friends_board(
 @router.get(
     "/v1/leaderboards/{gameId}/hot",
     response_model=HotAnswer,
-    responses=errors(400, 404, 500, 503),
+    responses=errors(400, 401, 404, 429, 500, 503),
     summary="The most active players and games of a period (heavy hitters)",
 )
 def hot(game: GameId, q: Annotated[HotQuery, Query()], counts: HotOf, now: Now) -> HotAnswer:
@@ -231,7 +231,7 @@ def hot(game: GameId, q: Annotated[HotQuery, Query()], counts: HotOf, now: Now) 
 @router.get(
     "/v1/leaderboards/{gameId}/players/{playerId}/friends",
     response_model=Friends,
-    responses=errors(400, 404, 503),
+    responses=errors(400, 401, 404, 429, 503),
     summary="The players this player follows",
 )
 def list_friends(game: GameId, player: PlayerId, _q: _NoQuery, friends: FriendsOf) -> Friends:
@@ -242,7 +242,7 @@ def list_friends(game: GameId, player: PlayerId, _q: _NoQuery, friends: FriendsO
 @router.put(
     "/v1/leaderboards/{gameId}/players/{playerId}/friends/{friendId}",
     response_model=FriendAdded,
-    responses=errors(400, 404, 503),
+    responses=errors(400, 401, 403, 404, 429, 503),
     summary="Follow a player (idempotent)",
 )
 def add_friend(
@@ -256,7 +256,7 @@ def add_friend(
 @router.delete(
     "/v1/leaderboards/{gameId}/players/{playerId}/friends/{friendId}",
     response_model=FriendRemoved,
-    responses=errors(400, 404, 503),
+    responses=errors(400, 401, 403, 404, 429, 503),
     summary="Unfollow a player (idempotent)",
 )
 def remove_friend(
@@ -271,7 +271,7 @@ def remove_friend(
     "/v1/scores",
     status_code=HTTPStatus.ACCEPTED,
     response_model=Accepted | AcceptedBatch,
-    responses=errors(400, 401, 411, 413, 500, 503),
+    responses=errors(400, 401, 403, 411, 413, 429, 500, 503),
     summary="Submit one signed score event, or a JSON array of them (produced to Kafka)",
 )
 async def submit_scores(

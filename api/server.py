@@ -3,14 +3,18 @@
 Binding first, here, is what turns a busy port or an impossible address into
 one clear :class:`~domain.errors.ServiceError` line (``lb serve`` exits 2)
 instead of uvicorn's log and exit 1. The server binds ``127.0.0.1`` by default:
-exposing it is a deliberate act (``lb serve --host``), normally behind a
-reverse proxy that adds TLS, authentication of readers and rate limits.
+exposing it is a deliberate act (``lb serve --host``), with TLS (``--certfile``,
+``--keyfile``: uvicorn's own) or behind a proxy that terminates it; callers and
+rate limits are the app's (docs/SECURITY.md).
 """
 
 from __future__ import annotations
 
 import errno
 import socket
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -57,14 +61,44 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def url_of(sock: socket.socket) -> str:
+def url_of(sock: socket.socket, *, tls: bool = False) -> str:
     """The base URL of a bound socket."""
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}"
+    return f"{'https' if tls else 'http'}://{shown}:{port}"
 
 
-def make_config(app: Any, *, quiet: bool = False, workers: int = 1) -> uvicorn.Config:
+@dataclass(frozen=True)
+class Tls:
+    """The server's certificate chain and private key (PEM files), for uvicorn's TLS."""
+
+    certfile: Path
+    keyfile: Path | None = None
+
+
+def parse_tls(certfile: str | None, keyfile: str | None) -> Tls | None:
+    """``--certfile``/``--keyfile`` checked by loading them; ConfigError naming the problem."""
+    if certfile is None:
+        if keyfile is not None:
+            raise ConfigError("--keyfile needs --certfile (the certificate chain)")
+        return None
+    tls = Tls(Path(certfile), Path(keyfile) if keyfile else None)
+    for option, path in (("--certfile", tls.certfile), ("--keyfile", tls.keyfile)):
+        if path is not None and not path.is_file():
+            raise ConfigError(f"{option} {path} is not a file")
+    try:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(tls.certfile, tls.keyfile)
+    except ssl.SSLError as exc:
+        raise ConfigError(
+            f"--certfile/--keyfile do not hold a certificate and its private key: {exc.reason}"
+        ) from exc
+    return tls
+
+
+def make_config(
+    app: Any, *, quiet: bool = False, workers: int = 1, tls: Tls | None = None
+) -> uvicorn.Config:
     """The uvicorn settings for ``app`` (an ASGI app, or a factory's import string).
 
     HTTP/1.1 keep-alive via httptools on uvloop, WebSockets via uvicorn's
@@ -88,15 +122,19 @@ def make_config(app: Any, *, quiet: bool = False, workers: int = 1) -> uvicorn.C
         log_level="warning" if quiet else "info",
         timeout_keep_alive=30,
         server_header=False,
+        ssl_certfile=str(tls.certfile) if tls else None,
+        ssl_keyfile=str(tls.keyfile) if tls and tls.keyfile else None,
     )
 
 
-def make_server(app: Any, *, quiet: bool = False) -> uvicorn.Server:
+def make_server(app: Any, *, quiet: bool = False, tls: Tls | None = None) -> uvicorn.Server:
     """A uvicorn server for ``app`` (run it with ``server.run(sockets=[bind(...)])``)."""
-    return uvicorn.Server(make_config(app, quiet=quiet))
+    return uvicorn.Server(make_config(app, quiet=quiet, tls=tls))
 
 
-def serve_workers(factory: str, sock: socket.socket, workers: int, *, quiet: bool = False) -> None:
+def serve_workers(
+    factory: str, sock: socket.socket, workers: int, *, quiet: bool = False, tls: Tls | None = None
+) -> None:
     """Serve ``sock`` from ``workers`` processes, each building its app from ``factory``.
 
     uvicorn's own supervisor: the processes share the one listening socket (the
@@ -104,7 +142,7 @@ def serve_workers(factory: str, sock: socket.socket, workers: int, *, quiet: boo
     SIGINT/SIGTERM stop them all. One Python process serves about one core;
     this is how the API uses the others.
     """
-    config = make_config(factory, quiet=quiet, workers=workers)
+    config = make_config(factory, quiet=quiet, workers=workers, tls=tls)
     Multiprocess(config, sockets=[sock]).run()
 
 

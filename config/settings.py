@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,6 +132,32 @@ class Settings:
     #: What a second deployment of the same topic and namespace does (``LB_STANDBY``):
     #: ``wait`` (a hot standby) or ``refuse`` (exit 2).
     standby: str = "wait"
+    #: Who may call the read routes (``LB_API_READS``): ``public`` or ``authenticated``
+    #: (a player token or a server API key).
+    api_reads: str = "public"
+    #: Who may call the write routes (``LB_API_WRITES``): ``public`` or ``authenticated``;
+    #: ``None`` (unset): ``authenticated`` when a player-token key or an API key file
+    #: is configured, ``public`` otherwise.
+    api_writes: str | None = None
+    #: Shared secret of HS256 player tokens (``LB_JWT_SECRET``).
+    jwt_secret: Secret | None = None
+    #: PEM public key (RS256/ES256) or JWKS file of player tokens (``LB_JWT_KEYS``).
+    jwt_keys_file: Path | None = None
+    #: The ``aud`` and ``iss`` every player token must carry (``LB_JWT_AUDIENCE``,
+    #: ``LB_JWT_ISSUER``); both required once player tokens are configured.
+    jwt_audience: str | None = None
+    jwt_issuer: str | None = None
+    #: Clock skew allowed when checking ``exp`` and ``nbf`` (``LB_JWT_LEEWAY_S``).
+    jwt_leeway_s: int = 30
+    #: The file of server API keys, stored hashed (``LB_API_KEYS``).
+    api_keys_file: Path | None = None
+    #: Origins other than the API's own that browsers may call it from (``LB_API_CORS_ORIGINS``).
+    cors_origins: tuple[str, ...] = ()
+    #: Rate limits per caller and route class (``LB_RATE_READS``, ``LB_RATE_PUSHES``,
+    #: ``LB_RATE_WRITES``): ``N/second``, ``N/minute``, ...; ``None``: no limit.
+    rate_reads: str | None = None
+    rate_pushes: str | None = None
+    rate_writes: str | None = None
 
     def __post_init__(self) -> None:
         self._check_services()
@@ -138,6 +165,8 @@ class Settings:
         self._check_retries()
         self._check_endpoints()
         self._check_cluster()
+        self._check_callers()
+        self._check_rates()
         if self.games_file is not None and not self.games_file.is_file():
             raise ConfigError(f"LB_GAMES points at {self.games_file}, which is not a file")
 
@@ -222,6 +251,74 @@ class Settings:
         if self.standby not in ("wait", "refuse"):
             raise ConfigError(f"LB_STANDBY must be wait or refuse, got {self.standby!r}")
 
+    def _check_callers(self) -> None:
+        if self.api_reads not in ("public", "authenticated"):
+            raise ConfigError(
+                f"LB_API_READS must be public or authenticated, got {self.api_reads!r}"
+            )
+        if self.api_writes not in (None, "public", "authenticated"):
+            raise ConfigError(
+                f"LB_API_WRITES must be public or authenticated, got {self.api_writes!r}"
+            )
+        for name, path in (
+            ("LB_JWT_KEYS", self.jwt_keys_file),
+            ("LB_API_KEYS", self.api_keys_file),
+        ):
+            if path is not None and not path.is_file():
+                raise ConfigError(f"{name} points at {path}, which is not a file")
+        if self.player_tokens and not (self.jwt_audience and self.jwt_issuer):
+            raise ConfigError(
+                "player tokens are configured (LB_JWT_SECRET or LB_JWT_KEYS): "
+                "set LB_JWT_AUDIENCE and LB_JWT_ISSUER too, every token is checked against them"
+            )
+        if self.jwt_secret is not None and len(self.jwt_secret.reveal().encode()) < 32:
+            raise ConfigError("LB_JWT_SECRET must be at least 32 bytes (HS256 needs a long key)")
+        if not 0 <= self.jwt_leeway_s <= 300:
+            raise ConfigError(f"LB_JWT_LEEWAY_S must be within 0..300, got {self.jwt_leeway_s}")
+        authenticated = [
+            name
+            for name, value in (
+                ("LB_API_READS", self.api_reads),
+                ("LB_API_WRITES", self.api_writes),
+            )
+            if value == "authenticated"
+        ]
+        if authenticated and not (self.player_tokens or self.api_keys_file):
+            raise ConfigError(
+                f"{authenticated[0]}=authenticated, but nobody could authenticate: "
+                "configure LB_JWT_SECRET or LB_JWT_KEYS (players) or LB_API_KEYS (servers)"
+            )
+        for origin in self.cors_origins:
+            parts = urlsplit(origin)
+            if parts.scheme not in ("http", "https") or not parts.netloc or parts.path:
+                raise ConfigError(
+                    f"LB_API_CORS_ORIGINS: {origin!r} is not an origin "
+                    "(scheme://host[:port], e.g. https://game.example.com)"
+                )
+
+    def _check_rates(self) -> None:
+        for name, value in (
+            ("LB_RATE_READS", self.rate_reads),
+            ("LB_RATE_PUSHES", self.rate_pushes),
+            ("LB_RATE_WRITES", self.rate_writes),
+        ):
+            if value is not None and parse_rate(value) is None:
+                raise ConfigError(
+                    f"{name} must be N/second, N/minute, N/hour or off, got {value!r}"
+                )
+
+    @property
+    def player_tokens(self) -> bool:
+        """True when player bearer tokens (JWT) can be verified."""
+        return self.jwt_secret is not None or self.jwt_keys_file is not None
+
+    @property
+    def writes_authenticated(self) -> bool:
+        """Whether the write routes require a caller (``LB_API_WRITES``, resolved)."""
+        if self.api_writes is not None:
+            return self.api_writes == "authenticated"
+        return self.player_tokens or self.api_keys_file is not None
+
     @property
     def uses_dev_keys(self) -> bool:
         """True when the insecure built-in development key is in use."""
@@ -301,7 +398,51 @@ class Settings:
             process_id=_optional_int(env, "LB_PROCESS_ID"),
             takeover_s=_int(env, "LB_TAKEOVER_S", 15),
             standby=(env.get("LB_STANDBY") or "wait").lower(),
+            **_caller_settings(env),
         )
+
+
+def _caller_settings(env: Mapping[str, str]) -> dict[str, Any]:
+    """The API's caller settings: identities, CORS and rate limits."""
+    secret = env.get("LB_JWT_SECRET")
+    jwt_keys = env.get("LB_JWT_KEYS")
+    api_keys = env.get("LB_API_KEYS")
+    origins = env.get("LB_API_CORS_ORIGINS") or ""
+    return {
+        "api_reads": (env.get("LB_API_READS") or "public").lower(),
+        "api_writes": (env.get("LB_API_WRITES") or "").lower() or None,
+        "jwt_secret": Secret(secret) if secret else None,
+        "jwt_keys_file": Path(jwt_keys) if jwt_keys else None,
+        "jwt_audience": env.get("LB_JWT_AUDIENCE") or None,
+        "jwt_issuer": env.get("LB_JWT_ISSUER") or None,
+        "jwt_leeway_s": _int(env, "LB_JWT_LEEWAY_S", 30),
+        "api_keys_file": Path(api_keys) if api_keys else None,
+        "cors_origins": tuple(o.strip().rstrip("/") for o in origins.split(",") if o.strip()),
+        "rate_reads": _rate(env, "LB_RATE_READS"),
+        "rate_pushes": _rate(env, "LB_RATE_PUSHES"),
+        "rate_writes": _rate(env, "LB_RATE_WRITES"),
+    }
+
+
+def _rate(env: Mapping[str, str], name: str) -> str | None:
+    raw = (env.get(name) or "").strip()
+    return None if raw.lower() in ("", "off", "none") else raw
+
+
+#: ``N/second``, ``N per minute``, ``N/5 minutes``: the rate strings the limits accept.
+_RATE = re.compile(
+    r"^\s*([1-9][0-9]{0,8})\s*(?:/|per)\s*([1-9][0-9]{0,5})?\s*(second|minute|hour|day)s?\s*$"
+)
+_UNIT_S = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+
+
+def parse_rate(text: str) -> tuple[int, int] | None:
+    """``(amount, period_s)`` of a rate (``100/second``, ``20/5 minutes``); None if not one."""
+    match = _RATE.match(text.lower())
+    if match is None:
+        return None
+    amount, multiple, unit = match.groups()
+    return int(amount), int(multiple or 1) * _UNIT_S[unit]
 
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:

@@ -1,8 +1,10 @@
 """``lb serve``: the HTTP API (reads, live pushes, the live page, score intake) on loopback.
 
-Binds ``127.0.0.1`` unless ``--host`` says otherwise: the server has no TLS
-and no reader authentication of its own, so exposing it beyond this machine
-is a deliberate choice, normally behind a reverse proxy. Ctrl-C or SIGTERM
+Binds ``127.0.0.1`` unless ``--host`` says otherwise: exposing it beyond this
+machine is a deliberate choice, with TLS (``--certfile``/``--keyfile``, or a
+proxy in front) and callers configured (docs/SECURITY.md). ``--new-api-key
+NAME --key-file FILE`` makes a server API key, appends its SHA-256 line to FILE
+(the ``LB_API_KEYS`` file) and prints the key, and exits. Ctrl-C or SIGTERM
 stops it; records already handed to Kafka are flushed first.
 """
 
@@ -13,9 +15,11 @@ import ipaddress
 import os
 import signal
 import sys
+from pathlib import Path
 from types import FrameType
 
 from api.app import MAX_BODY_BYTES, MAX_BODY_ENV, PAGE_CACHE_ENV, create_app
+from api.auth.keyfile import key_line, new_key, parse_key_file
 from api.pages import DEFAULT_TTL_MS
 from api.server import (
     DEFAULT_HOST,
@@ -24,12 +28,14 @@ from api.server import (
     make_server,
     parse_page_cache_ms,
     parse_port,
+    parse_tls,
     parse_workers,
     serve_workers,
     url_of,
 )
 from config.heap import settle_heap
 from config.settings import Settings
+from domain.errors import ConfigError
 from telemetry import server as server_registry
 
 
@@ -42,9 +48,47 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _new_api_key(name: str, key_file: str | None) -> int:
+    """Append a fresh key's hashed line to ``key_file`` and print the key (stdout)."""
+    if key_file is None:
+        raise ConfigError("--new-api-key needs --key-file (the LB_API_KEYS file to add it to)")
+    key = new_key()
+    path = Path(key_file)
+    try:
+        known = parse_key_file(path.read_text(), str(path)) if path.exists() else {}
+        if name in known.values():
+            raise ConfigError(f"{path} already has a key named {name!r}; pick another name")
+        with path.open("a") as out:
+            out.write(key_line(name, key) + "\n")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    print(key)
+    print(f"lb serve: added {name!r} to {path} (its SHA-256 only)", file=sys.stderr)
+    return 0
+
+
+def _exposure_warnings(host: str, tls: bool, settings: Settings) -> list[str]:
+    """What ``lb serve`` says when it listens beyond loopback without some protection."""
+    if _is_loopback(host):
+        return []
+    missing = []
+    if not tls:
+        missing.append("TLS (--certfile/--keyfile, or a proxy in front)")
+    if not settings.writes_authenticated:
+        missing.append("authenticated writes (LB_API_KEYS, LB_JWT_*)")
+    if not (settings.rate_reads and settings.rate_writes):
+        missing.append("rate limits (LB_RATE_READS, LB_RATE_WRITES)")
+    if not missing:
+        return []
+    return [f"lb serve: listening on {host}, beyond loopback, without " + "; ".join(missing)]
+
+
 def _serve(args: argparse.Namespace) -> int:
+    if args.new_api_key is not None:
+        return _new_api_key(args.new_api_key, args.key_file)
     port = parse_port(args.port)
     workers = parse_workers(args.workers)
+    tls = parse_tls(args.certfile, args.keyfile)
     settings = Settings.from_env()
     page_cache_ms = parse_page_cache_ms(args.page_cache_ms)
     app = (
@@ -53,13 +97,9 @@ def _serve(args: argparse.Namespace) -> int:
         else None
     )
     sock = bind(args.host, port)
-    if not _is_loopback(args.host):
-        print(
-            f"lb serve: listening on {args.host}, beyond loopback: put TLS and "
-            "authentication in front of it",
-            file=sys.stderr,
-        )
-    url = url_of(sock)
+    for warning in _exposure_warnings(args.host, tls is not None, settings):
+        print(warning, file=sys.stderr)
+    url = url_of(sock, tls=tls is not None)
     host, bound = sock.getsockname()[:2]
     server_registry.register(
         settings.state_dir,
@@ -76,11 +116,11 @@ def _serve(args: argparse.Namespace) -> int:
         os.environ[MAX_BODY_ENV] = str(args.max_body)
         os.environ[PAGE_CACHE_ENV] = str(page_cache_ms)
         try:
-            serve_workers("api.app:app_from_environment", sock, workers, quiet=args.quiet)
+            serve_workers("api.app:app_from_environment", sock, workers, quiet=args.quiet, tls=tls)
         finally:
             sock.close()
         return 0
-    server = make_server(app, quiet=args.quiet)
+    server = make_server(app, quiet=args.quiet, tls=tls)
     settle_heap()
     # uvicorn stops gracefully on SIGINT/SIGTERM, then re-raises the signal with the
     # handlers it found: make that re-raise a clean exit 0, like ``lb run``'s.
@@ -132,5 +172,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="oldest cached top page served, in ms, when the change stream did not "
         f"drop it earlier (0: no cache; default {DEFAULT_TTL_MS})",
     )
+    serve.add_argument("--certfile", help="serve HTTPS: the certificate chain (PEM)")
+    serve.add_argument(
+        "--keyfile", help="the certificate's private key (PEM; omit when in --certfile)"
+    )
+    serve.add_argument(
+        "--new-api-key",
+        metavar="NAME",
+        help="make a server API key: its SHA-256 line is appended to --key-file, "
+        "the key printed on stdout; then exit",
+    )
+    serve.add_argument("--key-file", help="the API key file --new-api-key adds to")
     serve.add_argument("--quiet", action="store_true", help="no access log on stderr")
     serve.set_defaults(handler=_serve)

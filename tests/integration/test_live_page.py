@@ -25,13 +25,15 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from adapters.redis import RedisClient
+from config.settings import Secret
 from domain.keys import GroupKeys
 from domain.signing import parse_keyring, signed_event
 from schemas.codec import ScoreEventCodec
 from tests.integration.api_server import api_settings, running_api
 from tests.integration.live_events import GAME, best, now_ms
-from tests.integration.streams import KEYS, REPO, Planned, job_env, produce
+from tests.integration.streams import GAMES_TOML, KEYS, REPO, Planned, job_env, produce
 from tests.integration.tcp_proxy import TcpProxy
+from tests.jwt_keys import AUDIENCE, ISSUER, SECRET, hs256
 
 ARTIFACTS = REPO / ".lb" / "artifacts"
 
@@ -282,3 +284,53 @@ def test_the_page_passes_the_token_of_its_address_to_the_websocket(
         browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
         WebDriverWait(browser, 10).until(lambda b: "top=4" in b.current_url)
         assert "token=t0k%2Fen" in browser.current_url
+
+
+# -- reads that need a token ----------------------------------------------------------------
+
+
+def test_the_page_passes_its_token_when_reads_need_one(
+    live_job: Any,
+    browser: Any,
+    kafka_bootstrap: str,
+    redis_url: str,
+    topic: str,
+    namespace: str,
+    redis_client: Any,
+    tmp_path: Path,
+) -> None:
+    games = tmp_path / "token-games.toml"
+    games.write_text(GAMES_TOML)
+    settings = api_settings(
+        kafka_bootstrap,
+        redis_url,
+        topic,
+        namespace,
+        KEYS,
+        games_file=games,
+        jwt_secret=Secret(SECRET),
+        jwt_audience=AUDIENCE,
+        jwt_issuer=ISSUER,
+        api_reads="authenticated",
+    )
+    produce(kafka_bootstrap, topic, [best("ada", 300), best("bob", 200)])
+    board = GroupKeys(namespace, GAME).board("alltime")
+    deadline = time.monotonic() + 30
+    while redis_client.zcard(board) < 2:
+        assert time.monotonic() < deadline, "the job did not apply the events"
+        time.sleep(0.05)
+    with running_api(settings) as url:
+        browser.get(f"{url}/?game={GAME}&top=5&token={hs256('ada')}")
+        WebDriverWait(browser, 10).until(lambda b: len(rows(b)) == 2)
+        assert rows(browser) == [("1", "ada", "300"), ("2", "bob", "200")]
+        WebDriverWait(browser, 5).until(
+            lambda b: b.find_element(By.ID, "status").get_attribute("data-state") == "live"
+        )
+        produce(kafka_bootstrap, topic, [best("cy", 450)])
+        WebDriverWait(browser, 10).until(lambda b: rows(b) and rows(b)[0] == ("1", "cy", "450"))
+
+        browser.get(f"{url}/?game={GAME}&top=5")  # no token: the socket is refused
+        time.sleep(2)
+        assert rows(browser) == []
+        state = browser.find_element(By.ID, "status").get_attribute("data-state")
+        assert state != "live", state

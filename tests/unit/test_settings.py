@@ -126,3 +126,37 @@ def test_cluster_mistakes_name_the_setting(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         Settings.from_env({"LB_STATE_DIR": str(tmp_path), **env})
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"LB_API_READS": "friends"}, "LB_API_READS must be public or authenticated"),
+        ({"LB_API_WRITES": "nobody"}, "LB_API_WRITES must be public or authenticated"),
+        ({"LB_API_READS": "authenticated"}, "nobody could authenticate"),
+        ({"LB_JWT_SECRET": "s" * 40}, "set LB_JWT_AUDIENCE and LB_JWT_ISSUER"),
+        (
+            {"LB_JWT_SECRET": "short", "LB_JWT_AUDIENCE": "a", "LB_JWT_ISSUER": "i"},
+            "at least 32 bytes",
+        ),
+        ({"LB_JWT_KEYS": "/nonexistent/jwks.json"}, "LB_JWT_KEYS points at"),
+        ({"LB_API_KEYS": "/nonexistent/keys"}, "LB_API_KEYS points at"),
+        ({"LB_API_CORS_ORIGINS": "game.example.com"}, "is not an origin"),
+        ({"LB_API_CORS_ORIGINS": "https://a.example/page"}, "is not an origin"),
+    ],
+)
+def test_caller_settings_are_checked(tmp_path: Path, env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        Settings.from_env({"LB_STATE_DIR": str(tmp_path), **env})
+
+
+def test_writes_are_authenticated_once_someone_can_authenticate(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text("")
+    base = {"LB_STATE_DIR": str(tmp_path)}
+    assert not Settings.from_env(base).writes_authenticated
+    assert Settings.from_env({**base, "LB_API_KEYS": str(keys)}).writes_authenticated
+    s = Settings.from_env({**base, "LB_API_KEYS": str(keys), "LB_API_WRITES": "public"})
+    assert not s.writes_authenticated
+    s = Settings.from_env({**base, "LB_API_CORS_ORIGINS": "https://a.example, http://b:8080/"})
+    assert s.cors_origins == ("https://a.example", "http://b:8080")
