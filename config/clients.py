@@ -13,7 +13,7 @@ from typing import Any
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
@@ -140,10 +140,17 @@ def quiet_kafka_extra(settings: Settings) -> dict[str, Any]:
 
 def probe_kafka(settings: Settings, timeout_s: float = PROBE_TIMEOUT_S) -> dict[str, int]:
     """Partition counts of the broker's topics; one clear error when it cannot be reached."""
-    consumer = Consumer({**quiet_kafka_config(settings), "group.id": "lb-probe"})
+    errors: list[KafkaError] = []
+    consumer = Consumer(
+        {**quiet_kafka_config(settings), "group.id": "lb-probe", "error_cb": errors.append}
+    )
     try:
         meta = consumer.list_topics(timeout=timeout_s)
     except KafkaException as exc:
+        consumer.poll(0.1)  # serves the error callbacks: why the broker could not be reached
+        refused = _refusal(settings, errors)
+        if refused is not None:
+            raise ConfigError(refused) from None
         raise ServiceError(
             f"the Kafka broker at {settings.kafka_bootstrap} (LB_KAFKA_BOOTSTRAP) is not "
             f"reachable within {timeout_s:g} s"
@@ -151,3 +158,26 @@ def probe_kafka(settings: Settings, timeout_s: float = PROBE_TIMEOUT_S) -> dict[
     finally:
         consumer.close()
     return {name: len(info.partitions) for name, info in meta.topics.items() if not info.error}
+
+
+def _refusal(settings: Settings, errors: list[KafkaError]) -> str | None:
+    """The line for a broker that refused our credentials or whose certificate we refused.
+
+    librdkafka's own texts name neither password nor key; the line names the
+    settings to look at.
+    """
+    where = f"LB_KAFKA_BOOTSTRAP={settings.kafka_bootstrap}"
+    for error in reversed(errors):
+        if error.code() == KafkaError._AUTHENTICATION:
+            user = settings.kafka_extra.get("sasl.username", "")
+            return (
+                f"the Kafka broker refused the credentials of {user!r} "
+                f"(LB_KAFKA_X_SASL_USERNAME, LB_KAFKA_X_SASL_PASSWORD; {where})"
+            )
+        if error.code() == KafkaError._SSL or "certificate" in error.str().lower():
+            ca = settings.kafka_extra.get("ssl.ca.location", "the system's CAs")
+            return (
+                f"the Kafka broker's TLS certificate is not signed by {ca} "
+                f"(LB_KAFKA_X_SSL_CA_LOCATION; {where})"
+            )
+    return None

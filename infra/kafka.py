@@ -16,6 +16,7 @@ import base64
 import shutil
 import subprocess
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,10 +186,17 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
-def format_storage(layout: KafkaLayout, libs: Path, cluster_id: str | None = None) -> None:
+def format_storage(
+    layout: KafkaLayout,
+    libs: Path,
+    cluster_id: str | None = None,
+    extra_args: Sequence[str] = (),
+) -> None:
     """Format the KRaft log directory once; an already formatted one is kept.
 
     The nodes of one quorum share ``cluster_id``; a lone node draws its own.
+    ``extra_args`` go to the storage tool as they are (``--add-scram ...``);
+    they may hold a secret, so its failure message shows the tool's output only.
     """
     if (layout.data_dir / "meta.properties").exists():
         return
@@ -204,6 +212,7 @@ def format_storage(layout: KafkaLayout, libs: Path, cluster_id: str | None = Non
         cluster_id,
         "-c",
         str(layout.properties),
+        *extra_args,
     ]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -220,8 +229,13 @@ def spawn_broker(layout: KafkaLayout, cache_dir: Path, cluster_id: str | None = 
     libs = fetch_jars(cache_dir)
     _write_config(layout)
     format_storage(layout, libs, cluster_id)
+    return spawn(broker_argv(layout, libs), layout.stdout_log, cwd=layout.home)
+
+
+def broker_argv(layout: KafkaLayout, libs: Path) -> list[str]:
+    """The command line of one node, configured by ``layout.properties``."""
     java = require_binary("java", "openjdk-17-jre-headless")
-    argv = [
+    return [
         java,
         f"-Xms{min(256, _megabytes(layout.heap))}m",
         f"-Xmx{layout.heap}",
@@ -234,7 +248,6 @@ def spawn_broker(layout: KafkaLayout, cache_dir: Path, cluster_id: str | None = 
         "kafka.Kafka",
         str(layout.properties),
     ]
-    return spawn(argv, layout.stdout_log, cwd=layout.home)
 
 
 def _megabytes(heap: str) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 
 from config.settings import DEFAULT_KAFKA_PORT, DEFAULT_REDIS_PORT
 from domain.errors import ServiceError
-from infra import kafka, replicated
+from infra import kafka, replicated, secure
 from infra import redis as redis_infra
 from infra.process import pid_alive, port_open, stop_pid, wait_until
 
@@ -44,6 +44,9 @@ class ServiceDirs:
 
     def replicated(self, first_address: str) -> replicated.ReplicatedLayout:
         return replicated.ReplicatedLayout.on(self.state_dir / "replicated", first_address)
+
+    def secure(self, kafka_port: int, redis_port: int) -> secure.SecureLayout:
+        return secure.SecureLayout(self.state_dir / "secure", kafka_port, redis_port)
 
     def cluster(self, base_port: int) -> list[redis_infra.RedisNode]:
         return [
@@ -151,6 +154,42 @@ def _up_replicated(dirs: ServiceDirs, record: dict[str, Any], first: str) -> Non
         _write_record(dirs, record)
 
 
+def up_secure(
+    dirs: ServiceDirs, *, kafka_port: int | None = None, redis_port: int | None = None
+) -> None:
+    """Start the secured pair (:mod:`infra.secure`), recording each pid as soon as it exists."""
+    record = read_record(dirs)
+    previous = record.get("secure") or {}
+    k_port = kafka_port or previous.get("kafka_port") or secure.DEFAULT_KAFKA_PORT
+    r_port = redis_port or previous.get("redis_port") or secure.DEFAULT_REDIS_PORT
+    same = (previous.get("kafka_port"), previous.get("redis_port")) == (k_port, r_port)
+    pids = {k: previous.get(k) for k in ("kafka", "redis")} if same else {}
+    if not same and any(pid_alive(previous.get(k)) for k in ("kafka", "redis")):
+        raise ServiceError("the secured services already run on other ports; `lb down` them first")
+    try:
+        secure.up(dirs.secure(k_port, r_port), dirs.cache_dir, pids)
+    finally:
+        record["secure"] = {"kafka_port": k_port, "redis_port": r_port, **pids}
+        _write_record(dirs, record)
+
+
+def down_secure(dirs: ServiceDirs) -> list[str]:
+    """Stop only the secured pair (``lb down --secure``); the others keep running."""
+    record = read_record(dirs)
+    stopped = _down_secure(record)
+    if dirs.record.exists():
+        _write_record(dirs, record)
+    return stopped
+
+
+def _down_secure(record: dict[str, Any]) -> list[str]:
+    secured = record.get("secure") or {}
+    stopped = secure.down(secured)
+    if secured:  # its ports, keys and data stay; `lb up --secure` starts it again
+        record["secure"] = {k: secured[k] for k in ("kafka_port", "redis_port")}
+    return stopped
+
+
 def status(dirs: ServiceDirs) -> dict[str, Any]:
     """Where each service listens and whether it answers (``lb status --json``)."""
     record = read_record(dirs)
@@ -178,6 +217,10 @@ def status(dirs: ServiceDirs) -> dict[str, Any]:
             dirs.replicated(rec["first_address"]), replicated.Pids.of(rec)
         )
         doc["replicated_up"] = doc["replicated"]["up"]
+    if record.get("secure"):
+        rec = record["secure"]
+        doc["secure"] = secure.status(dirs.secure(rec["kafka_port"], rec["redis_port"]), rec)
+        doc["secure_up"] = doc["secure"]["kafka_up"] and doc["secure"]["redis_up"]
     return doc
 
 
@@ -185,6 +228,7 @@ def down(dirs: ServiceDirs) -> list[str]:
     """Stop everything recorded (Kafka first, so nothing writes to a stopped Redis)."""
     record = read_record(dirs)
     stopped: list[str] = []
+    stopped += _down_secure(record)
     if pid_alive(record.get("kafka_pid")):
         stop_pid(record["kafka_pid"], timeout_s=60)
         stopped.append("kafka")
@@ -233,6 +277,7 @@ def _all_pids(record: dict[str, Any]) -> list[tuple[str, int | None]]:
     pids += [
         ("replicated", pid) for pid in replicated.Pids.of(record.get("replicated") or {}).alive()
     ]
+    pids += [(f"secure-{k}", (record.get("secure") or {}).get(k)) for k in ("kafka", "redis")]
     return pids
 
 

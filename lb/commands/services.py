@@ -72,14 +72,21 @@ def _loopback(text: str) -> str:
 
 def _up(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    doc = services.up(
-        _dirs(),
-        kafka_port=args.kafka_port,
-        redis_port=args.redis_port,
-        cluster=args.cluster,
-        cluster_base_port=args.cluster_port,
-        replicated_from=args.replicated_from if args.replicated else None,
-    )
+    dirs = _dirs()
+    if not args.secure_only:
+        services.up(
+            dirs,
+            kafka_port=args.kafka_port,
+            redis_port=args.redis_port,
+            cluster=args.cluster,
+            cluster_base_port=args.cluster_port,
+            replicated_from=args.replicated_from if args.replicated else None,
+        )
+    if args.secure or args.secure_only:
+        services.up_secure(
+            dirs, kafka_port=args.secure_kafka_port, redis_port=args.secure_redis_port
+        )
+    doc = services.status(dirs)
     if args.monitoring:
         settings = Settings.from_env()
         doc.update(prometheus.up(settings.state_dir, settings.prometheus_port))
@@ -90,7 +97,10 @@ def _up(args: argparse.Namespace) -> int:
 
 def _down(args: argparse.Namespace) -> int:
     dirs = _dirs()
-    stopped = (["prometheus"] if prometheus.down(dirs.state_dir) else []) + services.down(dirs)
+    if args.secure:
+        stopped = services.down_secure(dirs)
+    else:
+        stopped = (["prometheus"] if prometheus.down(dirs.state_dir) else []) + services.down(dirs)
     print(
         json.dumps({"stopped": stopped})
         if args.json
@@ -124,6 +134,8 @@ def _human(doc: dict[str, object]) -> str:
             lines.append(f"{name:14} {state:5} {shown}")
     if "replicated" in doc:
         lines += _replicated_lines(doc["replicated"])  # type: ignore[arg-type]
+    if "secure" in doc:
+        lines += _secure_lines(doc["secure"])  # type: ignore[arg-type]
     if "prometheus" in doc:
         state = "up" if doc.get("prometheus_up") else "DOWN"
         lines.append(f"{'prometheus':14} {state:5} {doc['prometheus']}")
@@ -163,6 +175,19 @@ def _replicated_lines(doc: dict[str, Any]) -> list[str]:
         "LB_REDIS_CLUSTER=1"
     )
     return lines
+
+
+def _secure_lines(doc: dict[str, Any]) -> list[str]:
+    """The secured pair, and how to point every ``lb`` command at it (no password shown)."""
+    kafka_state = "up" if doc["kafka_up"] else "DOWN"
+    redis_state = "up" if doc["redis_up"] else "DOWN"
+    return [
+        f"{'secure kafka':14} {kafka_state:5} {doc['kafka']} (SASL_SSL, SCRAM-SHA-512)",
+        f"{'secure redis':14} {redis_state:5} {doc['redis']} (TLS, ACL user)",
+        f"  settings (passwords inside, mode 0600): {doc['env_file']}",
+        *(f"    {key}={value}" for key, value in doc["settings"].items()),
+        f"  use: set -a; . {doc['env_file']}; set +a",
+    ]
 
 
 def _job_line(job: dict[str, object]) -> str:
@@ -222,6 +247,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         f"on the six after (default {replicated.DEFAULT_FIRST_ADDRESS})",
     )
     up.add_argument(
+        "--secure",
+        action="store_true",
+        help="also start a Kafka broker on SASL_SSL (SCRAM-SHA-512) and a Redis on TLS with an "
+        "ACL user, on ports of their own, with a local CA; prints the settings file to source",
+    )
+    up.add_argument(
+        "--secure-only",
+        action="store_true",
+        help="start only the secured Kafka and Redis of --secure",
+    )
+    up.add_argument(
+        "--secure-kafka-port",
+        type=int,
+        default=None,
+        help="the secured Kafka's port, its controller on the next (default: as recorded, 29292)",
+    )
+    up.add_argument(
+        "--secure-redis-port",
+        type=int,
+        default=None,
+        help="the secured Redis' TLS port (default: as recorded, 26479)",
+    )
+    up.add_argument(
         "--kafka-port", type=int, default=None, help="Kafka's port (default: as recorded, 29092)"
     )
     up.add_argument(
@@ -243,6 +291,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     up.set_defaults(handler=_up)
 
     down = subparsers.add_parser("down", help="stop every local service lb up started")
+    down.add_argument(
+        "--secure", action="store_true", help="stop only the secured Kafka and Redis of --secure"
+    )
     down.add_argument("--json", action="store_true", help="print a JSON document")
     down.set_defaults(handler=_down)
 
