@@ -79,6 +79,7 @@ from domain.ranking import (
 )
 from domain.topk import global_top_key
 from domain.windows import Window, WindowKind
+from readers import entry_metadata
 from readers.answers import (
     AroundAnswer,
     PlayerTournament,
@@ -148,6 +149,13 @@ if lo < 0 then lo = 0 end
 return {r, redis.call('ZREVRANGE', KEYS[1], lo, r + k, 'WITHSCORES')}
 """
 )
+
+
+def around_lines(answer: AroundAnswer) -> list[Entry]:
+    """An around answer's lines in board order (none when the player has no score)."""
+    if answer["player"] is None:
+        return []
+    return [*answer["above"], answer["player"], *answer["below"]]
 
 
 class UnknownGameError(QueryError):
@@ -274,6 +282,7 @@ class BoardReader:
         answer = self.top_answer(board, members, first_rank, limit)
         if competition:
             self._share_ranks(board, answer["entries"])
+        entry_metadata.attach(self._client, board, answer["entries"])
         return answer
 
     # -- competition ranks ("1224") ---------------------------------------------------
@@ -358,6 +367,10 @@ class BoardReader:
         answer = self.rank_answer(board, player_id, found, now_ms=now_ms)
         if competition and answer["rank"] is not None and answer["score"] is not None:
             answer["rank"] = self._ahead_on_score(board, answer["score"]) + 1
+        if answer["score"] is not None:
+            (meta,) = entry_metadata.metadata_of(self._client, board, [player_id])
+            if meta is not None:
+                answer["metadata"] = meta
         return answer
 
     def rank_answer(
@@ -455,6 +468,7 @@ class BoardReader:
         if competition and answer["player"] is not None:
             lines = [*answer["above"], answer["player"], *answer["below"]]
             self._share_ranks(board, lines)
+        entry_metadata.attach(self._client, board, around_lines(answer))
         return answer
 
     def around_plan(
