@@ -9,16 +9,21 @@ entry, ``lb verify`` compares it and ``lb rebuild`` restores it.
 
 from __future__ import annotations
 
+import http.client
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from redis.cluster import RedisCluster
+from websockets.sync.client import connect
 
 from adapters.kafka import header_map
 from adapters.redis import RedisClient
 from domain.games import GameCatalog
+from domain.keys import GroupKeys
 from readers.boards import BoardReader
+from tests.integration.live_events import GAME, best
 from tests.integration.streams import (
     GAMES_TOML,
     Stream,
@@ -31,6 +36,7 @@ from tests.integration.streams import (
     read_dead_letters,
     read_metadata,
 )
+from tests.poll import poll
 
 NOW_MS = 1_793_000_000_000  # the reads name explicit windows; "now" only picks defaults
 
@@ -146,3 +152,63 @@ def test_a_redis_cluster_keeps_the_same_metadata(
     want = metadata[f"gtz:{window}"]
     for line in reader.top("gtz", window, limit=200, now_ms=NOW_MS)["entries"]:
         assert line.get("metadata") == want.get(line["playerId"])
+
+
+def _get(base: str, path: str) -> Any:
+    host, port = base.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=20)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        assert response.status == 200, response.read()
+        return json.loads(response.read())
+    finally:
+        conn.close()
+
+
+def test_http_answers_and_live_pushes_carry_the_metadata(
+    live_job: Any,
+    live_api: str,
+    kafka_bootstrap: str,
+    topic: str,
+    namespace: str,
+    redis_client: RedisClient,
+) -> None:
+    ws_url = f"{live_api.replace('http://', 'ws://')}/v1/leaderboards/{GAME}/live?top=3&interval=50"
+    with connect(ws_url, open_timeout=30) as ws:
+        assert json.loads(ws.recv(timeout=10))["entries"] == []
+        produce(kafka_bootstrap, topic, [best("p1", 10, metadata="car=red | Zoë"), best("p2", 20)])
+        changes: dict[str, dict[str, Any]] = {}
+        while True:
+            page = json.loads(ws.recv(timeout=60))
+            changes.update({c["playerId"]: c for c in page.get("changes", [])})
+            if len(page["entries"]) == 2:
+                break
+    assert page["entries"] == [
+        {"rank": 1, "playerId": "p2", "score": 20},
+        {"rank": 2, "playerId": "p1", "score": 10, "metadata": "car=red | Zoë"},
+    ]
+    if "p1" in changes:  # a reconnecting page may have folded the change into the page
+        assert changes["p1"]["metadata"] == "car=red | Zoë"
+    if "p2" in changes:
+        assert "metadata" not in changes["p2"]
+
+    base = f"/v1/leaderboards/{GAME}"
+    top = _get(live_api, f"{base}/top?window=alltime&limit=5")
+    assert top["entries"] == page["entries"]
+    rank = _get(live_api, f"{base}/players/p1?window=alltime")
+    assert (rank["score"], rank["metadata"]) == (10, "car=red | Zoë")
+    around = _get(live_api, f"{base}/players/p2/neighbors?window=alltime&k=1")
+    assert around["below"] == [page["entries"][1]] and "metadata" not in around["player"]
+
+    # Not better: the entry keeps its score and metadata. Better, without metadata: none.
+    produce(kafka_bootstrap, topic, [best("p1", 5, metadata="car=blue")])
+    stats = GroupKeys(namespace, GAME).stats
+    poll("the job to count the event", lambda: int(redis_client.hget(stats, "noop") or 0) == 1)
+    assert _get(live_api, f"{base}/players/p1?window=alltime")["metadata"] == "car=red | Zoë"
+    produce(kafka_bootstrap, topic, [best("p1", 30)])
+    poll(
+        "the better score",
+        lambda: _get(live_api, f"{base}/players/p1?window=alltime")["score"] == 30,
+    )
+    assert "metadata" not in _get(live_api, f"{base}/players/p1?window=alltime")
