@@ -74,11 +74,16 @@ class AsyncBoardReader:
                 now_ms=now_ms,
                 ranks=ranks,
             )
-        pairs = await _call(
-            self._client.zrevrange(board.keys[0], offset, offset + limit, withscores=True)
-        )
-        answer = self.sync.top_answer(board, members_with_scores(pairs), offset + 1, limit)
-        await entry_metadata.attach_async(self._client, board, answer["entries"])
+        if not entry_metadata.wanted(board, 1):
+            pairs = await _call(
+                self._client.zrevrange(board.keys[0], offset, offset + limit, withscores=True)
+            )
+            return self.sync.top_answer(board, members_with_scores(pairs), offset + 1, limit)
+        keys, args = entry_metadata.page_keys_args(board, offset, limit + 1)
+        reply = await _call(entry_metadata.TOP_SCRIPT.run_async(self._client, keys, args))
+        members, metadata = entry_metadata.parse_page(reply)
+        answer = self.sync.top_answer(board, members, offset + 1, limit)
+        entry_metadata.put(answer["entries"], metadata[: len(answer["entries"])])
         return answer
 
     async def rank(

@@ -273,16 +273,23 @@ class BoardReader:
         """
         competition = rank_mode(ranks) == "competition"
         board, after = self.top_plan(game_id, window_spec, limit, offset, cursor, now_ms=now_ms)
+        metadata: list[str | None] | None = None
         if after is not None:
             members, first_rank = page_after_position(
                 self._client, board, after.position, limit + 1
             )
+        elif not board.sharded and entry_metadata.wanted(board, 1):
+            members, metadata = entry_metadata.page_at(self._client, board, offset, limit + 1)
+            first_rank = offset + 1
         else:
             members, first_rank = page_at(self._client, board, offset, limit + 1)
         answer = self.top_answer(board, members, first_rank, limit)
         if competition:
             self._share_ranks(board, answer["entries"])
-        entry_metadata.attach(self._client, board, answer["entries"])
+        if metadata is None:
+            entry_metadata.attach(self._client, board, answer["entries"])
+        else:
+            entry_metadata.put(answer["entries"], metadata[: len(answer["entries"])])
         return answer
 
     # -- competition ranks ("1224") ---------------------------------------------------

@@ -3,11 +3,16 @@
 The job keeps, per board, a hash ``<ns>:{<tag>}:meta:entry:<window id>`` of
 playerId -> the metadata of the event that set the player's current value
 (:mod:`domain.keys`; written in the same atomic group write as the board, so
-a value and its metadata always match). A read adds it to its answer's lines
-with one ``HMGET`` per board key holding them, all in one round trip after
-the board's own reads; a line whose value was set without metadata gets no
-``metadata`` field. A game with ``metadata_max_bytes = 0`` takes no metadata,
-and its reads skip this round trip.
+a value and its metadata always match). A line whose value was set without
+metadata gets no ``metadata`` field.
+
+The hot read, a top page by offset of an unsharded board, reads the page and
+its metadata in one script call (:data:`TOP_SCRIPT`: the ``HMGET`` only when
+the board has metadata at all), so a board without metadata costs no more
+round trips than before. Every other read adds the metadata to its answer's
+lines with one ``HMGET`` per board key holding them, all in one round trip
+after the board's own reads. A game with ``metadata_max_bytes = 0`` takes no
+metadata, and its reads never look for it.
 """
 
 from __future__ import annotations
@@ -18,11 +23,45 @@ from typing import Any
 import redis
 from redis.exceptions import RedisClusterException
 
-from adapters.redis import AsyncRedisClient, RedisClient, text_of
+from adapters.redis import AsyncRedisClient, RedisClient, Script, text_of
 from domain.errors import ServiceError
 from domain.keys import entry_metadata_key
-from domain.ranking import Entry
-from readers.board_reads import Board, call, execute
+from domain.ranking import Entry, Member
+from readers.board_reads import Board, call, execute, flat_members
+
+#: KEYS[1] board, KEYS[2] its entry-metadata hash; ARGV[1] start, ARGV[2] stop (ZREVRANGE).
+#: Returns {flat member, composite, ...} and, when the hash exists, the members' metadata.
+TOP_SCRIPT = Script(
+    """
+local page = redis.call('ZREVRANGE', KEYS[1], ARGV[1], ARGV[2], 'WITHSCORES')
+if #page == 0 or redis.call('EXISTS', KEYS[2]) == 0 then return {page} end
+local members = {}
+for i = 1, #page, 2 do members[#members + 1] = page[i] end
+return {page, redis.call('HMGET', KEYS[2], unpack(members))}
+"""
+)
+
+
+def page_keys_args(board: Board, offset: int, count: int) -> tuple[list[str], list[int]]:
+    """:data:`TOP_SCRIPT`'s keys and arguments for ``count`` members from ``offset``."""
+    key = board.keys[0]
+    return [key, entry_metadata_key(key)], [offset, offset + count - 1]
+
+
+def parse_page(reply: Sequence[Any]) -> tuple[list[Member], list[str | None]]:
+    """The members of a :data:`TOP_SCRIPT` reply and their metadata (None: none)."""
+    members = flat_members(reply[0])
+    if len(reply) < 2:
+        return members, [None] * len(members)
+    return members, [None if value is None else text_of(value) for value in reply[1]]
+
+
+def page_at(
+    client: RedisClient, board: Board, offset: int, count: int
+) -> tuple[list[Member], list[str | None]]:
+    """An unsharded board's ``count`` members from ``offset``, with their metadata: one call."""
+    keys, args = page_keys_args(board, offset, count)
+    return parse_page(call(TOP_SCRIPT, client, keys, args))
 
 
 def wanted(board: Board, count: int) -> bool:
