@@ -92,19 +92,21 @@ class AsyncBoardReader:
         check_player_id(player_id)
         board = self.sync.board(game_id, window_spec, now_ms)
         if not board.sharded and rank_mode(ranks) == "unique":
-            reply = await _call(
-                RANK_SCRIPT.run_async(self._client, [board.keys[0]], [player_id, board.codec.slots])
+            # The player's metadata is asked at the same time (it needs no rank).
+            reply, (meta,) = await asyncio.gather(
+                _call(
+                    RANK_SCRIPT.run_async(
+                        self._client, [board.keys[0]], [player_id, board.codec.slots]
+                    )
+                ),
+                entry_metadata.metadata_of_async(self._client, board, [player_id]),
             )
             found = self.sync.parse_rank_reply(reply)
             # Past the exact tier the percentile may come from a sketch: the sync path.
             if found is None or visible_rank(found[0], board.config.exact_tier) is not None:
                 answer = self.sync.rank_answer(board, player_id, found, now_ms=now_ms)
-                if found is not None:
-                    (meta,) = await entry_metadata.metadata_of_async(
-                        self._client, board, [player_id]
-                    )
-                    if meta is not None:
-                        answer["metadata"] = meta
+                if found is not None and meta is not None:
+                    answer["metadata"] = meta
                 return answer
         return await asyncio.to_thread(
             self.sync.rank, game_id, player_id, window_spec, now_ms=now_ms, ranks=ranks
