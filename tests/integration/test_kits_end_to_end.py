@@ -117,7 +117,7 @@ def test_go_and_java_kits_beside_lb_produce_give_the_oracle_boards(
         "produce", "--count", str(PER_KIT), "--players", "300", "--games", GAMES,
         "--bad-ratio", "0", "--dup-ratio", "0", "--quiet", "--metadata", "py | Zoë 🏎",
     ]  # fmt: skip
-    # Python and Go write v2 records with metadata, Java v1: all three on one topic.
+    # Python and Go write v2 records with metadata, Java v1 (no --metadata): one topic.
     procs = {
         "go": subprocess.Popen(
             [str(GO_COMMAND), *kit_args(topic, go_report, "k1", 1), "--metadata", "go | 日本"],
