@@ -128,6 +128,22 @@ class AckingProducer:
         self._outstanding = 0
 
 
+def _check_metadata(metadata: str | None, limit: int) -> None:
+    """The job's ``METADATA_TOO_LARGE`` rule, answered 400 before anything is produced."""
+    if metadata is None:
+        return
+    try:
+        size = len(metadata.encode())
+    except UnicodeEncodeError:
+        raise invalid_body("metadata is not valid Unicode text (a lone surrogate)") from None
+    if size > limit or limit == 0:
+        raise ApiError(
+            HTTPStatus.BAD_REQUEST,
+            Code.METADATA_TOO_LARGE,
+            f"metadata is {size} UTF-8 bytes; the game takes at most {limit}",
+        )
+
+
 class ScoreIntake:
     """Checks signed events and hands them to the shared :class:`AckingProducer`."""
 
@@ -155,6 +171,7 @@ class ScoreIntake:
             kind,
             body.keyId,
             bytes.fromhex(body.sig),
+            body.metadata,
         )
         verdict = verify(self._keyring, claimed)
         if verdict is Verdict.UNKNOWN_KEY:
@@ -176,12 +193,14 @@ class ScoreIntake:
             raise ApiError(
                 HTTPStatus.BAD_REQUEST, Code.BOUNDS, f"score {body.score} is above {game.max_score}"
             )
+        _check_metadata(body.metadata, game.metadata_max_bytes)
         if body.eventId is not None:
             return claimed
         fields = (body.gameId, body.playerId, body.score, body.timestamp, kind)
-        derived = f"api-{hashlib.sha256(canonical('', *fields)).hexdigest()[:32]}"
-        resigned = sign(self._keyring, body.keyId, derived, *fields)
-        return ScoreEvent(derived, *fields, body.keyId, resigned)
+        meta = body.metadata
+        derived = f"api-{hashlib.sha256(canonical('', *fields, meta)).hexdigest()[:32]}"
+        resigned = sign(self._keyring, body.keyId, derived, *fields, meta)
+        return ScoreEvent(derived, *fields, body.keyId, resigned, meta)
 
     async def submit(self, bodies: Sequence[ScoreEventIn]) -> list[str]:
         """Check every event (all or nothing), produce them, wait for Kafka; their ids."""

@@ -169,7 +169,13 @@ class ScoreEventIn(BaseModel):
     sig: StrictStr = Field(
         pattern=r"^[0-9a-fA-F]{64}$",
         description="hex HMAC-SHA256 of v1|eventId|gameId|playerId|score|timestamp|kind "
-        "under keyId's secret",
+        "under keyId's secret; with metadata, of v2|eventId|gameId|playerId|score|timestamp|"
+        "kind|<hex SHA-256 of the metadata's UTF-8>",
+    )
+    metadata: StrictStr | None = Field(
+        None,
+        description="what the score was made with, kept with the board entry it sets (at "
+        "most the game's metadata_max_bytes of UTF-8); sent on as a v2 record",
     )
 
 

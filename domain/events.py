@@ -2,7 +2,7 @@
 
 Decoding turns wire bytes into this plain value once, at the edge, so every
 rule downstream (signature, bounds, windows) works on typed fields instead of
-dicts. Field meanings follow ``schemas/score_event.v1.avsc``.
+dicts. Field meanings follow ``schemas/score_event.v2.avsc`` (v1 plus ``metadata``).
 """
 
 from __future__ import annotations
@@ -39,3 +39,7 @@ class ScoreEvent(NamedTuple):
     kind: EventKind
     key_id: str
     sig: bytes
+    #: What the score was made with (schema v2's optional ``metadata``), free
+    #: text; None for a v1 record and a v2 record without it. Signed (v2's
+    #: canonical string) and kept with the board entry the event sets.
+    metadata: str | None = None

@@ -39,7 +39,7 @@ def check_config(config: GameConfig, name: str) -> None:
         value = getattr(config, key)
         if value <= 0:
             raise ConfigError(f"game {name!r}: {key} must be positive, got {value}")
-    for key in ("lateness_ms", "future_skew_ms"):
+    for key in ("lateness_ms", "future_skew_ms", "metadata_max_bytes"):
         value = getattr(config, key)
         if value < 0:
             raise ConfigError(f"game {name!r}: {key} must be >= 0, got {value}")

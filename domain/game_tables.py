@@ -101,6 +101,7 @@ _KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "order": ("order", _enum_parser(Order)),
     "hourly_retention_seconds": ("hourly_retention_s", _positive_int),
     "monthly_retention_seconds": ("monthly_retention_s", _positive_int),
+    "metadata_max_bytes": ("metadata_max_bytes", _non_negative_int),
 }
 #: Keys parsed after the others because they depend on each other or on the zone.
 _CALENDAR_KEYS = ("reset_timezone", "week_start", "seasons", "tournaments")

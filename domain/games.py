@@ -159,6 +159,11 @@ class GameConfig:
     """62 days: a closed month stays readable for two more months."""
     seasons: tuple[Season, ...] = ()
     tournaments: tuple[Tournament, ...] = ()
+    metadata_max_bytes: int = 512
+    """Longest metadata (schema v2) an event may carry, in UTF-8 bytes; 0: none at all.
+
+    Longer is dead-lettered ``METADATA_TOO_LARGE``. At 0 the readers also skip
+    looking for entries' metadata, which saves a read per answer."""
 
     @property
     def ascending(self) -> bool:

@@ -21,6 +21,8 @@ and its bookkeeping share one cluster slot and can change in one MULTI/EXEC:
 ``<ns>:{@<topic>/<p>}:meta:progress`` per source partition: ``@`` -> offset applied
                                     everywhere, ``<tag>`` -> that group's last
                                     acknowledged watermark (``domain.healing``)
+``<ns>:{<tag>}:meta:entry:<window>`` hash playerId -> metadata of the event that set
+                                    the player's value on that board (expires with it)
 ``<ns>:{<tag>}:changes``            stream of board changes, capped (live pushes)
 ``<ns>:{<game>}:friends:<player>``  set of playerIds the player follows
 ``<ns>:{<game>}:friendsboard:<p>``  short-lived cache of the friends board
@@ -86,6 +88,10 @@ class GroupKeys:
     def board(self, window_id: str) -> str:
         return f"{self.prefix}{window_id}"
 
+    def entry_metadata(self, window_id: str) -> str:
+        """Per player: the metadata of the event that set their value on one board."""
+        return f"{self.prefix}{ENTRY_METADATA}{window_id}"
+
     @property
     def watermarks(self) -> str:
         return f"{self.prefix}meta:wm"
@@ -120,6 +126,16 @@ class GroupKeys:
 
     def friends_board(self, player_id: str) -> str:
         return f"{self.prefix}friendsboard:{player_id}"
+
+
+#: Key suffix before the window id of a board's entry-metadata hash.
+ENTRY_METADATA = "meta:entry:"
+
+
+def entry_metadata_key(board_key: str) -> str:
+    """The entry-metadata hash of a board key: ``...}:<window>`` -> ``...}:meta:entry:<window>``."""
+    head, _, window_id = board_key.partition("}:")
+    return f"{head}}}:{ENTRY_METADATA}{window_id}"
 
 
 def watermark_field(topic: str, partition: int) -> str:

@@ -50,7 +50,9 @@ class DeadLetterCode(StrEnum):
     keyring does not hold; ``BOUNDS``: a score or timestamp outside the game's
     bounds; ``FUTURE``: stamped further after its Kafka record than the
     allowed skew; ``LATE``: every board it would update had closed;
-    ``UNKNOWN_GAME``: a game the catalog does not serve.
+    ``UNKNOWN_GAME``: a game the catalog does not serve;
+    ``METADATA_TOO_LARGE``: metadata longer than the game's
+    ``metadata_max_bytes`` (UTF-8).
     """
 
     DECODE = "DECODE"
@@ -61,6 +63,7 @@ class DeadLetterCode(StrEnum):
     FUTURE = "FUTURE"
     LATE = "LATE"
     UNKNOWN_GAME = "UNKNOWN_GAME"
+    METADATA_TOO_LARGE = "METADATA_TOO_LARGE"
 
 
 #: Every dead-letter code as a plain string, in declaration order.

@@ -24,7 +24,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired
 
 from typing_extensions import TypedDict
 
@@ -84,6 +84,8 @@ class Entry(TypedDict):
     """1-based; null beyond the game's exact tier"""
     playerId: str
     score: int
+    metadata: NotRequired[str]
+    """what the event that set this score carried (schema v2); absent when it carried none"""
 
 
 def board_key(member: Member) -> tuple[int, str]:

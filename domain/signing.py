@@ -19,8 +19,11 @@ from typing import Any
 from domain.errors import ConfigError
 from domain.events import EventKind, ScoreEvent
 
-#: Prefix of the canonical string; bumping it would invalidate every signature.
+#: Prefix of the canonical string of an event without metadata; bumping it would
+#: invalidate every signature.
 CANONICAL_VERSION = "v1"
+#: Prefix of the canonical string of an event with metadata (schema v2).
+CANONICAL_VERSION_METADATA = "v2"
 
 #: Shortest secret accepted: a 128-bit HMAC key; shorter ones are guessable.
 MIN_SECRET_BYTES = 16
@@ -29,14 +32,42 @@ _KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 def canonical(
-    event_id: str, game_id: str, player_id: str, score: int, ts_ms: int, kind: EventKind
+    event_id: str,
+    game_id: str,
+    player_id: str,
+    score: int,
+    ts_ms: int,
+    kind: EventKind,
+    metadata: str | None = None,
 ) -> bytes:
-    """The exact bytes that are signed (SPEC: ``v1|eventId|gameId|playerId|score|ts|kind``).
+    """The exact bytes that are signed.
 
-    Integers are written in base 10 and ``kind`` as its enum symbol, so a signer
-    in any language can reproduce the string without an Avro library.
+    Without metadata (every v1 record, and a v2 record whose ``metadata`` is
+    null): ``v1|eventId|gameId|playerId|score|ts|kind``. With metadata (even
+    an empty string): ``v2|eventId|gameId|playerId|score|ts|kind|<digest>``,
+    ``<digest>`` the lowercase hex SHA-256 of the metadata's UTF-8. Integers
+    are written in base 10 and ``kind`` as its enum symbol, so a signer in any
+    language can reproduce the string without an Avro library. The metadata
+    is free text that may hold ``|``, so it is signed through its fixed-length
+    digest: the string still ends in fields of a fixed shape, as v1's does.
     """
-    return f"v1|{event_id}|{game_id}|{player_id}|{score}|{ts_ms}|{kind}".encode()
+    if metadata is None:
+        return f"v1|{event_id}|{game_id}|{player_id}|{score}|{ts_ms}|{kind}".encode()
+    digest = hashlib.sha256(metadata.encode()).hexdigest()
+    return f"v2|{event_id}|{game_id}|{player_id}|{score}|{ts_ms}|{kind}|{digest}".encode()
+
+
+def event_canonical(event: ScoreEvent) -> bytes:
+    """:func:`canonical` of an event's own fields (what its ``sig`` must sign)."""
+    return canonical(
+        event.event_id,
+        event.game_id,
+        event.player_id,
+        event.score,
+        event.ts_ms,
+        event.kind,
+        event.metadata,
+    )
 
 
 class Keyring(Mapping[str, bytes]):
@@ -151,9 +182,12 @@ def sign(
     score: int,
     ts_ms: int,
     kind: EventKind,
+    metadata: str | None = None,
 ) -> bytes:
     """The 32-byte HMAC-SHA256 of the canonical string under ``key_id``'s secret."""
-    sig = keyring.digest(key_id, canonical(event_id, game_id, player_id, score, ts_ms, kind))
+    sig = keyring.digest(
+        key_id, canonical(event_id, game_id, player_id, score, ts_ms, kind, metadata)
+    )
     if sig is None:
         raise ConfigError(f"cannot sign with key id {key_id!r}: not in the keyring")
     return sig
@@ -173,12 +207,7 @@ def verify(keyring: Keyring, event: ScoreEvent) -> Verdict:
     ``compare_digest`` keeps the comparison time independent of how many
     leading bytes match, so the check cannot be used as a forgery oracle.
     """
-    expected = keyring.digest(
-        event.key_id,
-        canonical(
-            event.event_id, event.game_id, event.player_id, event.score, event.ts_ms, event.kind
-        ),
-    )
+    expected = keyring.digest(event.key_id, event_canonical(event))
     if expected is None:
         return Verdict.UNKNOWN_KEY
     return Verdict.OK if hmac.compare_digest(expected, event.sig) else Verdict.SIGNATURE
@@ -194,7 +223,8 @@ def signed_event(
     score: int,
     ts_ms: int,
     kind: EventKind = EventKind.SCORE,
+    metadata: str | None = None,
 ) -> ScoreEvent:
     """A :class:`ScoreEvent` carrying a valid signature (producers, tests, demo)."""
-    sig = sign(keyring, key_id, event_id, game_id, player_id, score, ts_ms, kind)
-    return ScoreEvent(event_id, game_id, player_id, score, ts_ms, kind, key_id, sig)
+    sig = sign(keyring, key_id, event_id, game_id, player_id, score, ts_ms, kind, metadata)
+    return ScoreEvent(event_id, game_id, player_id, score, ts_ms, kind, key_id, sig, metadata)

@@ -19,7 +19,17 @@ from domain.windows import Window, WindowKind
 
 #: Dead-letter codes (:class:`domain.outcomes.DeadLetterCode` as plain strings, SPEC.md);
 #: every refused record carries exactly one.
-DECODE, SCHEMA, SIGNATURE, UNKNOWN_KEY, BOUNDS, FUTURE, LATE, UNKNOWN_GAME = CODES
+(
+    DECODE,
+    SCHEMA,
+    SIGNATURE,
+    UNKNOWN_KEY,
+    BOUNDS,
+    FUTURE,
+    LATE,
+    UNKNOWN_GAME,
+    METADATA_TOO_LARGE,
+) = CODES
 
 #: A batch's decode + signature outcome as three columns, one item per record:
 #: ``(events, codes, details)``. Per record: ``event, None, None`` for a
@@ -106,6 +116,8 @@ class Validator:
         record_ts = record.timestamp_ms
         if event.score < 0 or (event.kind is EventKind.SCORE and event.score > game.max_score):
             raise Rejected(BOUNDS, f"score {event.score} is outside [0, {game.max_score}]")
+        if event.metadata is not None:
+            _check_metadata(event.metadata, game.metadata_max_bytes)
         if ts > record_ts + game.future_skew_ms:
             raise Rejected(
                 FUTURE,
@@ -180,6 +192,29 @@ class _GameRules:
 def _check_game_id(game_id: str) -> None:
     if not valid_game_id(game_id):
         raise Rejected(SCHEMA, f"gameId {game_id[:80]!r} is not [A-Za-z0-9._-]{{1,64}}")
+
+
+def metadata_bytes(metadata: str, limit: int) -> int | None:
+    """The UTF-8 length of ``metadata`` when it exceeds ``limit`` bytes, else None.
+
+    A character is 1 to 4 bytes, so a short string is judged by its length
+    alone, without encoding it.
+    """
+    if len(metadata) * 4 <= limit:
+        return None
+    size = len(metadata.encode())
+    return size if size > limit else None
+
+
+def _check_metadata(metadata: str, limit: int) -> None:
+    if limit == 0:
+        raise Rejected(METADATA_TOO_LARGE, "the game takes no metadata (metadata_max_bytes = 0)")
+    size = metadata_bytes(metadata, limit)
+    if size is not None:
+        raise Rejected(
+            METADATA_TOO_LARGE,
+            f"metadata is {size} UTF-8 bytes; the game takes at most {limit} (metadata_max_bytes)",
+        )
 
 
 def _check_identity(event: ScoreEvent, record: SourceRecord) -> None:

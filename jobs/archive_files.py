@@ -31,6 +31,8 @@ SCHEMA = pa.schema(
         pa.field("playerId", pa.string(), nullable=False),
         pa.field("score", pa.int64(), nullable=False),
         pa.field("composite", pa.int64(), nullable=False),
+        # What the event that set the score carried (schema v2); null: none.
+        pa.field("metadata", pa.string(), nullable=True),
     ]
 )
 

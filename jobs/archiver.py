@@ -53,7 +53,7 @@ from redis.exceptions import RedisClusterException
 from adapters.redis import RedisClient, text
 from domain.errors import QueryError, ServiceError
 from domain.games import GameCatalog, GameConfig
-from domain.keys import GroupKeys
+from domain.keys import GroupKeys, entry_metadata_key
 from domain.ranking import Member, board_key
 from domain.windows import Window, WindowKind
 from jobs.archive_files import (
@@ -307,16 +307,17 @@ class Archiver:
             rows = 0
             try:
                 with pq.ParquetWriter(tmp, schema) as writer:
-                    columns: tuple[list[int], list[str], list[int], list[int]] = ([], [], [], [])
-                    for member in self._members(board):
+                    columns: _Columns = ([], [], [], [], [])
+                    for member, meta in self._members(board):
                         rows += 1
                         columns[0].append(rows)
                         columns[1].append(member.player_id)
                         columns[2].append(board.codec.split(member.composite)[0])
                         columns[3].append(member.composite)
+                        columns[4].append(meta)
                         if len(columns[0]) >= self.batch_rows:
                             writer.write_batch(pa.record_batch(list(columns), schema=schema))
-                            columns = ([], [], [], [])
+                            columns = ([], [], [], [], [])
                     if columns[0]:
                         writer.write_batch(pa.record_batch(list(columns), schema=schema))
                 return rows
@@ -328,27 +329,41 @@ class Archiver:
                     ) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _members(self, board: Board) -> Iterator[Member]:
-        """Every member of the board in board order (shards merged lazily)."""
+    def _members(self, board: Board) -> Iterator[tuple[Member, str | None]]:
+        """Every member of the board in board order, with its metadata (shards merged lazily)."""
         streams = [self._stream(key) for key in board.keys]
         if len(streams) == 1:
             return streams[0]
-        return heapq.merge(*streams, key=board_key, reverse=True)
+        return heapq.merge(*streams, key=lambda pair: board_key(pair[0]), reverse=True)
 
-    def _stream(self, key: str) -> Iterator[Member]:
-        """One key in ZREVRANGE order, ``chunk`` members per round trip, size-checked."""
+    def _stream(self, key: str) -> Iterator[tuple[Member, str | None]]:
+        """One key in ZREVRANGE order, ``chunk`` members per round trip, size-checked.
+
+        Each member comes with its entry metadata (None: none), read per chunk
+        when the board has any (the first round trip says whether it does).
+        """
         start = 0
         size: int | None = None
+        meta_key = entry_metadata_key(key)
+        has_metadata = False
         while True:
             pipe = self._client.pipeline(transaction=True)
             pipe.zcard(key)
             pipe.zrevrange(key, start, start + self.chunk - 1, withscores=True)
-            card, pairs = execute(pipe)
+            if size is None:
+                pipe.exists(meta_key)
+            card, pairs, *exists = execute(pipe)
             if size is None:
                 size = int(card)
+                has_metadata = bool(exists and int(exists[0]))
             elif int(card) != size:
                 raise _BoardChanged(f"{key}: {size} -> {card} members")
-            yield from members_with_scores(pairs)
+            members = members_with_scores(pairs)
+            metas: list[Any] = [None] * len(members)
+            if has_metadata and members:
+                metas = call(self._client.hmget, meta_key, [m.player_id for m in members])
+            for member, meta in zip(members, metas, strict=True):
+                yield member, None if meta is None else text(meta)
             start += len(pairs)
             if len(pairs) < self.chunk or start >= size:
                 return
@@ -376,6 +391,10 @@ class Archiver:
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     tmp.unlink()
+
+
+#: The archive's columns as they are filled (rank, playerId, score, composite, metadata).
+_Columns = tuple[list[int], list[str], list[int], list[int], list[str | None]]
 
 
 def _tags(game: str, config: GameConfig) -> list[str]:

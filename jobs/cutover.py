@@ -32,7 +32,8 @@ with its cache, which matters when the replay used other rules than the cache
 was built with (a scoring fix, a new window).
 
 *Fill* (:data:`FILL_GROUP`): staged boards are moved in only where the live
-group has no such board; the registry learns the window; nothing else moves.
+group has no such board, each with its entry metadata; the registry learns the
+window; nothing else moves.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ import redis
 
 from adapters.redis import RedisClient, Script, text_of
 from domain.errors import ServiceError
-from domain.keys import GroupKeys, is_board_suffix, tag_of
+from domain.keys import GroupKeys, entry_metadata_key, is_board_suffix, tag_of
 from domain.windows import WindowKind
 from jobs.namespace_swap import is_projection_key
 
@@ -97,13 +98,18 @@ return {n, equal}
 
 FILL_GROUP = Script(
     """
--- KEYS[1] live registry (meta:boards), KEYS[2..n+1] staged boards, KEYS[n+2..2n+1] live names.
+-- KEYS[1] live registry (meta:boards), KEYS[2..n+1] staged boards, KEYS[n+2..2n+1] live names,
+-- KEYS[2n+2..3n+1] the staged boards' entry metadata, KEYS[3n+2..4n+1] its live names.
 -- ARGV: n, then n window ids. Returns 1 (moved) or 0 (the live board exists) per board.
 local n = tonumber(ARGV[1]); local out = {}
 for i = 1, n do
   if redis.call('EXISTS', KEYS[n + 1 + i]) == 0 then
     redis.call('RENAME', KEYS[1 + i], KEYS[n + 1 + i])
     redis.call('SADD', KEYS[1], ARGV[1 + i])
+    redis.call('UNLINK', KEYS[3 * n + 1 + i])
+    if redis.call('EXISTS', KEYS[2 * n + 1 + i]) == 1 then
+      redis.call('RENAME', KEYS[2 * n + 1 + i], KEYS[3 * n + 1 + i])
+    end
     out[i] = 1
   else
     out[i] = 0
@@ -218,6 +224,7 @@ def fill_group(
     names = [key.split("}:", 1)[1] for key in staged]
     targets = [live + key[len(staging) :] for key in staged]
     keys = [GroupKeys(live, tag).boards, *staged, *targets]
+    keys += [entry_metadata_key(key) for key in (*staged, *targets)]
     try:
         answer = FILL_GROUP(client, keys, [len(staged), *names])
     except redis.RedisError as exc:

@@ -17,7 +17,7 @@ import redis
 
 from adapters.redis import RedisClient, Script, text
 from domain.errors import ServiceError
-from domain.keys import BOARD_PREFIXES, tag_of
+from domain.keys import BOARD_PREFIXES, ENTRY_METADATA, tag_of
 
 SWAP_GROUP = Script(
     """
@@ -41,6 +41,7 @@ return n
 _PROJECTION_SUFFIXES = (
     *BOARD_PREFIXES,
     "meta:attempts:",
+    ENTRY_METADATA,
     "meta:entries:",
     "meta:wm",
     "meta:seen:",

@@ -23,6 +23,7 @@ difference at one common point of the log.
 
 from __future__ import annotations
 
+import operator
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -34,7 +35,7 @@ from adapters.kafka import LogReader
 from adapters.redis import RedisClient, Script, text, text_of
 from domain.errors import ServiceError
 from domain.healing import PROGRESS_FIELD
-from domain.keys import GroupKeys, group_tag, progress_key, tag_of
+from domain.keys import ENTRY_METADATA, GroupKeys, group_tag, progress_key, tag_of
 from domain.planner import BoardPlanner
 from domain.records import Accepted, RecordBatch
 from domain.validation import Validator
@@ -49,6 +50,7 @@ from jobs.verify_report import (
     difference,
     explain_redrives,
     rejudged,
+    text_difference,
 )
 from sinks.boards import RedisBoardStore
 
@@ -276,21 +278,42 @@ class Verifier:
                     if value is None:
                         out.append(Difference(tag, window, player, "missing", None, int(want)))
         out += self._compare_counts(tag, report)
+        out += self._compare_metadata(tag)
         out += counter_diffs(tag, self._stats(live.stats), self._stats(scratch.stats))
         return out
 
+    def _compare_metadata(self, tag: str) -> list[Difference]:
+        """Boards' entry metadata, both ways in chunks; suspects only (board ``meta:entry:<w>``)."""
+        names = self._hash_names(tag, (ENTRY_METADATA,))
+        return self._compare_hashes(tag, names, operator.eq, text_difference)
+
     def _compare_counts(self, tag: str, report: VerifyReport) -> list[Difference]:
         """Tournaments' attempts and seats hashes, both ways in chunks; suspects only."""
-        live, scratch = GroupKeys(self._namespace, tag), GroupKeys(self.scratch, tag)
+        names = self._hash_names(tag, ("meta:attempts:", "meta:entries:"))
+        report.boards += len(names)
+        return self._compare_hashes(tag, names, lambda a, b: int(a) == int(b), difference)
+
+    def _hash_names(self, tag: str, prefixes: Sequence[str]) -> list[str]:
+        """The key suffixes after ``{tag}:`` of the hashes either side has with these prefixes."""
         names: set[str] = set()
-        for keys in (live, scratch):
-            for kind in ("attempts", "entries"):
-                pattern = f"{glob_escape(keys.prefix)}meta:{kind}:*"
+        for keys in (GroupKeys(self._namespace, tag), GroupKeys(self.scratch, tag)):
+            for prefix in prefixes:
+                pattern = f"{glob_escape(keys.prefix)}{prefix}*"
                 for raw in self._client.scan_iter(match=pattern, count=1000):
                     names.add(text_of(raw)[len(keys.prefix) :])
+        return sorted(names)
+
+    def _compare_hashes(
+        self,
+        tag: str,
+        names: list[str],
+        same: Callable[[Any, Any], bool],
+        differ: Callable[[str, str, str, Any, Any], Difference],
+    ) -> list[Difference]:
+        """Each named hash field by field, live against scratch and back; suspects only."""
+        live, scratch = GroupKeys(self._namespace, tag), GroupKeys(self.scratch, tag)
         out: list[Difference] = []
-        for name in sorted(names):
-            report.boards += 1
+        for name in names:
             live_key, scratch_key = live.board(name), scratch.board(name)
             for first, second, live_first in (
                 (live_key, scratch_key, True),
@@ -300,10 +323,10 @@ class Verifier:
                     fields = [text_of(f) for f, _ in chunk]
                     others = self._client.hmget(second, fields)
                     for field_name, (_, value), other in zip(fields, chunk, others, strict=True):
-                        if other is not None and (not live_first or int(other) == int(value)):
+                        if other is not None and (not live_first or same(other, value)):
                             continue
                         got, want = (value, other) if live_first else (other, value)
-                        out.append(difference(tag, name, field_name, got, want))
+                        out.append(differ(tag, name, field_name, got, want))
         return out
 
     def _settle(self, tag: str, suspects: list[Difference]) -> list[Difference]:
@@ -341,10 +364,15 @@ class Verifier:
         for window, values in zip(windows, answer[2:], strict=True):
             players = by_window[window]
             expected: list[Any]
-            if window.startswith("meta:"):  # a tournament's attempts or seats hash
+            if window.startswith("meta:"):  # a tournament's counts, or entry metadata
                 expected = self._client.hmget(scratch.board(window), players)
             else:
                 expected = self._client.zmscore(scratch.board(window), players)
+            if window.startswith(ENTRY_METADATA):
+                for player, value, want in zip(players, values, expected, strict=True):
+                    if value != want:
+                        out.append(text_difference(tag, window, player, value, want))
+                continue
             for player, value, want in zip(players, values, expected, strict=True):
                 got = None if value is None else int(float(value))
                 wanted = None if want is None else int(want)

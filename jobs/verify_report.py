@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from adapters.redis import text_of
 from domain.planner import APPLIED, COUNTERS, DUPLICATE, NOOP
 from domain.records import SourceRecord
 from domain.validation import Rejected, Validator
@@ -25,13 +26,13 @@ class Difference:
     """One disagreement between the live projection and the replay."""
 
     tag: str
-    board: (
-        str  # a window id, "meta:stats", or a tournament's "meta:attempts:<t>" / "meta:entries:<t>"
-    )
+    # a window id, "meta:stats", a tournament's "meta:attempts:<t>" / "meta:entries:<t>",
+    # or a board's entry metadata "meta:entry:<window id>" (values are then text)
+    board: str
     player: str  # a player, a counter name, or a partition field (seats)
     kind: str  # "missing", "extra", "wrong value" or "counter"
-    live: int | None
-    log: int | None
+    live: int | str | None
+    log: int | str | None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -119,7 +120,7 @@ def explain_redrives(report: VerifyReport, accepted_now: Mapping[str, int]) -> N
             continue  # the boards differ: nothing here is expected
         delta = {name: 0 for name in COUNTERS}
         for d in diffs:
-            delta[d.player] += (d.log or 0) - (d.live or 0)
+            delta[d.player] += int(d.log or 0) - int(d.live or 0)
         extra = delta.pop(DUPLICATE)
         judged = delta.pop(APPLIED) + delta.pop(NOOP)
         if judged or any(delta.values()) or not 0 < extra <= accepted_now.get(game, 0):
@@ -140,6 +141,14 @@ def difference(tag: str, board: str, field_name: str, live: Any, log: Any) -> Di
     wanted = None if log is None else int(log)
     kind = "missing" if got is None else "extra" if wanted is None else "wrong value"
     return Difference(tag, board, field_name, kind, got, wanted)
+
+
+def text_difference(tag: str, board: str, player: str, live: Any, log: Any) -> Difference:
+    """An entry's metadata on which the sides disagree (``None``: absent on that side)."""
+    got = None if live is None else text_of(live)
+    wanted = None if log is None else text_of(log)
+    kind = "missing" if got is None else "extra" if wanted is None else "wrong value"
+    return Difference(tag, board, player, kind, got, wanted)
 
 
 def counter_diffs(tag: str, live: dict[str, int], log: dict[str, int]) -> list[Difference]:

@@ -113,6 +113,8 @@ class LoadConfig:
     job_max_score: int = 0
     #: Keys to sign with, each event picks one at random (None: every key of the keyring).
     key_ids: tuple[str, ...] | None = None
+    #: Metadata every valid SCORE event carries (written as schema v2); None: v1 events.
+    metadata: str | None = None
 
     def __post_init__(self) -> None:
         self._check_shape()
@@ -237,7 +239,7 @@ class LoadGenerator:
             else:
                 event = self._event(timestamp_ms)
                 key = event.player_id.encode()
-                value = self._encoder.encode(event)
+                value = self._encode(event)
                 if len(history) < window:
                     history.append((key, value, event))
                 else:
@@ -257,8 +259,12 @@ class LoadGenerator:
         key_id: str | None = None,
         keyring: Keyring | None = None,
         kind: EventKind | None = None,
+        plain: bool = False,
     ) -> ScoreEvent:
-        """A validly signed event; keyword overrides make the bad variants."""
+        """A validly signed event; keyword overrides make the bad variants.
+
+        A SCORE event carries the configured metadata unless ``plain``.
+        """
         cfg = self.config
         rng_random = self._rng.random
         games = cfg.games
@@ -283,11 +289,18 @@ class LoadGenerator:
             keys = self._key_ids
             key_id = keys[int(rng_random() * len(keys))] if len(keys) > 1 else keys[0]
         event_id = f"{self._id_prefix}-{self._index:010x}"
+        meta = None if plain or kind is EventKind.RETRACT else cfg.metadata
         sig = (keyring or self._keyring).digest(
-            key_id, canonical(event_id, game_id, player_id, score, ts_ms, kind)
+            key_id, canonical(event_id, game_id, player_id, score, ts_ms, kind, meta)
         )
         assert sig is not None  # key ids were checked against the keyring in __init__
-        return ScoreEvent(event_id, game_id, player_id, score, ts_ms, kind, key_id, sig)
+        return ScoreEvent(event_id, game_id, player_id, score, ts_ms, kind, key_id, sig, meta)
+
+    def _encode(self, event: ScoreEvent) -> bytes:
+        """v1 by the fast writer; an event with metadata by the codec (v2)."""
+        if event.metadata is None:
+            return self._encoder.encode(event)
+        return self._codec.encode(event)
 
     def _score(self) -> int:
         cfg = self.config
@@ -333,7 +346,7 @@ class LoadGenerator:
                 sig[position] ^= 1 << rng.randrange(8)
                 event = event._replace(sig=bytes(sig))
             return self._encoded(code, event, timestamp_ms)
-        event = self._event(timestamp_ms)
+        event = self._event(timestamp_ms, plain=True)  # the byte surgery below is v1's
         value = self._encoder.encode(event)
         key = event.player_id.encode()
         if code == "DECODE":
@@ -346,7 +359,7 @@ class LoadGenerator:
 
     def _encoded(self, code: str, event: ScoreEvent, timestamp_ms: int) -> GeneratedRecord:
         return GeneratedRecord(
-            event.player_id.encode(), self._encoder.encode(event), timestamp_ms, code, event
+            event.player_id.encode(), self._encode(event), timestamp_ms, code, event
         )
 
     def _undecodable(self, value: bytes) -> bytes:

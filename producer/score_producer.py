@@ -185,10 +185,13 @@ class ScoreProducer:
         event: ScoreEvent,
         codec: ScoreEventCodec,
         timestamp_ms: int | None = None,
-        schema_id: int = 1,
+        schema_id: int | None = None,
         on_delivery: DeliveryReport | None = None,
     ) -> None:
-        """Encode and queue one event, keyed by its playerId (one player, one partition)."""
+        """Encode and queue one event, keyed by its playerId (one player, one partition).
+
+        Without ``schema_id``: v1 for an event without metadata, v2 for one with it.
+        """
         self.produce_record(
             event.player_id.encode(), codec.encode(event, schema_id), timestamp_ms, on_delivery
         )

@@ -81,6 +81,8 @@ class RankAnswer(TypedDict):
     score: int | None
     percentile: float | None
     """share (0-100, truncated to 2 decimals) of the board's players with a strictly lower score"""
+    metadata: NotRequired[str]
+    """what the event that set this score carried (schema v2); absent when it carried none"""
 
 
 @_documented
@@ -116,6 +118,8 @@ class PlayerTournament(TypedDict):
     percentile: float | None
     attempts: int
     """the player's attempts counted so far"""
+    metadata: NotRequired[str]
+    """what the event that set this score carried (schema v2); absent when it carried none"""
     maxAttempts: int | None
     """null: unlimited"""
     maxEntries: int | None

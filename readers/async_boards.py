@@ -22,6 +22,7 @@ from redis.exceptions import RedisClusterException
 from adapters.redis import AsyncRedisClient
 from domain.errors import ServiceError
 from domain.ranking import rank_mode, visible_rank
+from readers import entry_metadata
 from readers.board_reads import check_player_id, members_with_scores
 from readers.boards import (
     AROUND_SCRIPT,
@@ -30,6 +31,7 @@ from readers.boards import (
     BoardReader,
     RankAnswer,
     TopPage,
+    around_lines,
 )
 
 
@@ -72,10 +74,17 @@ class AsyncBoardReader:
                 now_ms=now_ms,
                 ranks=ranks,
             )
-        pairs = await _call(
-            self._client.zrevrange(board.keys[0], offset, offset + limit, withscores=True)
-        )
-        return self.sync.top_answer(board, members_with_scores(pairs), offset + 1, limit)
+        if not entry_metadata.wanted(board, 1):
+            pairs = await _call(
+                self._client.zrevrange(board.keys[0], offset, offset + limit, withscores=True)
+            )
+            return self.sync.top_answer(board, members_with_scores(pairs), offset + 1, limit)
+        keys, args = entry_metadata.page_keys_args(board, offset, limit + 1)
+        reply = await _call(entry_metadata.TOP_SCRIPT.run_async(self._client, keys, args))
+        members, metadata = entry_metadata.parse_page(reply)
+        answer = self.sync.top_answer(board, members, offset + 1, limit)
+        entry_metadata.put(answer["entries"], metadata[: len(answer["entries"])])
+        return answer
 
     async def rank(
         self, game_id: str, player_id: str, window_spec: str, *, now_ms: int, ranks: str = "unique"
@@ -83,13 +92,22 @@ class AsyncBoardReader:
         check_player_id(player_id)
         board = self.sync.board(game_id, window_spec, now_ms)
         if not board.sharded and rank_mode(ranks) == "unique":
-            reply = await _call(
-                RANK_SCRIPT.run_async(self._client, [board.keys[0]], [player_id, board.codec.slots])
+            # The player's metadata is asked at the same time (it needs no rank).
+            reply, (meta,) = await asyncio.gather(
+                _call(
+                    RANK_SCRIPT.run_async(
+                        self._client, [board.keys[0]], [player_id, board.codec.slots]
+                    )
+                ),
+                entry_metadata.metadata_of_async(self._client, board, [player_id]),
             )
             found = self.sync.parse_rank_reply(reply)
             # Past the exact tier the percentile may come from a sketch: the sync path.
             if found is None or visible_rank(found[0], board.config.exact_tier) is not None:
-                return self.sync.rank_answer(board, player_id, found, now_ms=now_ms)
+                answer = self.sync.rank_answer(board, player_id, found, now_ms=now_ms)
+                if found is not None and meta is not None:
+                    answer["metadata"] = meta
+                return answer
         return await asyncio.to_thread(
             self.sync.rank, game_id, player_id, window_spec, now_ms=now_ms, ranks=ranks
         )
@@ -110,4 +128,6 @@ class AsyncBoardReader:
                 self.sync.around, game_id, player_id, window_spec, k, now_ms=now_ms, ranks=ranks
             )
         reply = await _call(AROUND_SCRIPT.run_async(self._client, [board.keys[0]], [player_id, k]))
-        return self.sync.around_answer(board, self.sync.parse_around_reply(reply, k))
+        answer = self.sync.around_answer(board, self.sync.parse_around_reply(reply, k))
+        await entry_metadata.attach_async(self._client, board, around_lines(answer))
+        return answer

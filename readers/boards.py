@@ -79,6 +79,7 @@ from domain.ranking import (
 )
 from domain.topk import global_top_key
 from domain.windows import Window, WindowKind
+from readers import entry_metadata
 from readers.answers import (
     AroundAnswer,
     PlayerTournament,
@@ -148,6 +149,13 @@ if lo < 0 then lo = 0 end
 return {r, redis.call('ZREVRANGE', KEYS[1], lo, r + k, 'WITHSCORES')}
 """
 )
+
+
+def around_lines(answer: AroundAnswer) -> list[Entry]:
+    """An around answer's lines in board order (none when the player has no score)."""
+    if answer["player"] is None:
+        return []
+    return [*answer["above"], answer["player"], *answer["below"]]
 
 
 class UnknownGameError(QueryError):
@@ -265,15 +273,23 @@ class BoardReader:
         """
         competition = rank_mode(ranks) == "competition"
         board, after = self.top_plan(game_id, window_spec, limit, offset, cursor, now_ms=now_ms)
+        metadata: list[str | None] | None = None
         if after is not None:
             members, first_rank = page_after_position(
                 self._client, board, after.position, limit + 1
             )
+        elif not board.sharded and entry_metadata.wanted(board, 1):
+            members, metadata = entry_metadata.page_at(self._client, board, offset, limit + 1)
+            first_rank = offset + 1
         else:
             members, first_rank = page_at(self._client, board, offset, limit + 1)
         answer = self.top_answer(board, members, first_rank, limit)
         if competition:
             self._share_ranks(board, answer["entries"])
+        if metadata is None:
+            entry_metadata.attach(self._client, board, answer["entries"])
+        else:
+            entry_metadata.put(answer["entries"], metadata[: len(answer["entries"])])
         return answer
 
     # -- competition ranks ("1224") ---------------------------------------------------
@@ -358,6 +374,10 @@ class BoardReader:
         answer = self.rank_answer(board, player_id, found, now_ms=now_ms)
         if competition and answer["rank"] is not None and answer["score"] is not None:
             answer["rank"] = self._ahead_on_score(board, answer["score"]) + 1
+        if answer["score"] is not None:
+            (meta,) = entry_metadata.metadata_of(self._client, board, [player_id])
+            if meta is not None:
+                answer["metadata"] = meta
         return answer
 
     def rank_answer(
@@ -455,6 +475,7 @@ class BoardReader:
         if competition and answer["player"] is not None:
             lines = [*answer["above"], answer["player"], *answer["below"]]
             self._share_ranks(board, lines)
+        entry_metadata.attach(self._client, board, around_lines(answer))
         return answer
 
     def around_plan(

@@ -37,6 +37,7 @@ from domain.errors import QueryError
 from domain.games import GameCatalog
 from domain.keys import LIVE_NAMESPACE, GroupKeys, shard_tag
 from domain.ranking import Entry, Member, composite_of, entries, jittered_ttl_ms, rank_members
+from readers import entry_metadata
 from readers.answers import FriendsBoard
 from readers.board_reads import call, check_player_id, execute, flat_members
 from readers.boards import Board, BoardReader
@@ -221,6 +222,7 @@ class FriendsReader:
             found = self._scores(board, player_id, self._smembers(fkey))
         ranked = rank_members(found)
         lines = entries(ranked, 1, board.codec, max(len(ranked), 1))
+        entry_metadata.attach(self._client, board, lines)
 
         ttl_ms = jittered_ttl_ms(self._ttl_ms, self._jitter, self._rng.random())
         pipe = self._client.pipeline(transaction=True)
@@ -277,7 +279,14 @@ def _cached_entries(raw: bytes | str) -> list[Entry] | None:
         return None
     if not isinstance(doc, list) or not all(isinstance(line, dict) for line in doc):
         return None
-    return [
-        {"rank": line.get("rank"), "playerId": line.get("playerId"), "score": line.get("score")}
-        for line in doc
-    ]
+    out: list[Entry] = []
+    for line in doc:
+        entry: Entry = {
+            "rank": line.get("rank"),
+            "playerId": line.get("playerId"),
+            "score": line.get("score"),
+        }
+        if isinstance(line.get("metadata"), str):
+            entry["metadata"] = line["metadata"]
+        out.append(entry)
+    return out

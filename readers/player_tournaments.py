@@ -68,4 +68,6 @@ def player_tournaments(
                 "maxEntries": tournament.max_entries,
             }
         )
+        if "metadata" in standing:
+            answer["tournaments"][-1]["metadata"] = standing["metadata"]
     return answer

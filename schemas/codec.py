@@ -2,7 +2,9 @@
 
 Wire format (SPEC): byte ``0x00``, the schema id as 4 bytes big-endian, then the
 record in Avro binary encoding. Schema ids come from ``schemas/registry.json``
-(no Schema Registry server runs here); v1 of ``score-events-value`` has id 1.
+(no Schema Registry server runs here); v1 of ``score-events-value`` has id 1,
+v2 (v1 plus the optional ``metadata`` string) id 2. Every record is read as the
+newest version, whatever version wrote it, so v1 and v2 records share a topic.
 
 Decoding is on the hot path (100K events/s), so every schema is parsed once, at
 construction, into a *wire view* that fastavro can read without any per-record
@@ -28,12 +30,13 @@ Error classification of :meth:`ScoreEventCodec.decode` (the dead-letter code is
 ``SCHEMA`` -- the bytes are well-formed but break the schema contract: a schema
     id the registry does not know, an enum index outside the writer's symbols,
     a symbol :class:`EventKind` does not know, a string that is not valid
-    UTF-8, or a writer schema that cannot be resolved against v1.
+    UTF-8, or a writer schema that cannot be resolved against the newest version.
 
 Known limits inherited from fastavro: an over-long (> 10 byte) varint may wrap
 around instead of failing, and a negative *union* index selects a branch from
-the end. v1 has no unions; the signature check rejects such records anyway
-because no producer signed the wrapped values.
+the end (v2's ``metadata`` is a union): the compiled engine refuses such a
+record as ``DECODE``; this one reads a value no producer signed, which the
+signature check then refuses.
 """
 
 from __future__ import annotations
@@ -172,7 +175,8 @@ class WireView(NamedTuple):
     schema_id: int
     #: The writer schema's wire view, JSON.
     writer_json: str
-    #: The v1 wire view it is resolved against, JSON; None when the writer is v1.
+    #: The newest version's wire view it is resolved against, JSON; None when the
+    #: writer is the newest version.
     reader_json: str | None
     #: Writer enum index -> EventKind (None: a symbol EventKind does not know).
     kinds: tuple[EventKind | None, ...]
@@ -188,34 +192,39 @@ class _Wire:
     view_json: str
     #: fastavro-parsed wire view of the writer schema.
     writer: dict[str, Any]
-    #: Parsed wire view of the reader (v1) schema, or None when writer == reader.
+    #: Parsed wire view of the reader (newest) schema, or None when writer == reader.
     reader: dict[str, Any] | None
     #: Writer enum index -> EventKind (None: a symbol EventKind does not know).
     kinds: tuple[EventKind | None, ...]
     #: EventKind -> writer enum index, for encoding.
     kind_index: Mapping[EventKind, int]
+    #: Whether the writer schema has the ``metadata`` field.
+    metadata: bool = False
 
 
 class ScoreEventCodec:
     """Encodes and decodes :class:`ScoreEvent` for every schema id of one subject.
 
-    Decoding accepts any registered version: version 1 is what ``ScoreEvent``
-    models, later versions are resolved against it by Avro schema resolution
-    (added fields skipped, removed ones defaulted). Encoding writes version 1
-    unless asked for another id. Instances are immutable and thread-safe.
+    Decoding accepts any registered version: each is resolved against the
+    newest one by Avro schema resolution (a field the writer lacks takes its
+    default, e.g. a v1 record's ``metadata`` is null). Version 1 must carry
+    every ``ScoreEvent`` field but ``metadata``. Encoding writes version 1 for
+    an event without metadata and the newest version for one with it, unless
+    asked for another id. Instances are immutable and thread-safe.
     """
 
-    __slots__ = ("_by_id", "_default_id", "_reader_json", "subject")
+    __slots__ = ("_by_id", "_default_id", "_metadata_id", "_reader_json", "subject")
 
     def __init__(self, subject: Subject) -> None:
         """Prepare every version of ``subject``; ``ConfigError`` if v1 cannot hold a ScoreEvent."""
         self.subject = subject
-        base = subject.versions[0]
-        reader_view, reader_enums = wire_view(base.schema)
-        _check_reader(base, reader_view)
+        base, newest = subject.versions[0], subject.versions[-1]
+        _check_reader(base, wire_view(base.schema)[0])
+        reader_view, reader_enums = wire_view(newest.schema)
+        _check_reader(newest, reader_view)
         self._reader_json = json.dumps(reader_view)
         reader_parsed = cast(dict[str, Any], fastavro.parse_schema(reader_view))
-        reader_symbols = _kind_symbols(base.schema, reader_enums)
+        reader_symbols = _kind_symbols(newest.schema, reader_enums)
         by_id: dict[int, _Wire] = {}
         for version in subject.versions:
             view, enums = wire_view(version.schema)
@@ -231,12 +240,16 @@ class ScoreEventCodec:
                 header=bytes([MAGIC_BYTE]) + version.schema_id.to_bytes(4, "big"),
                 view_json=view_json,
                 writer=parsed,
-                reader=None if version is base else reader_parsed,
+                reader=None if version is newest else reader_parsed,
                 kinds=kinds,
                 kind_index={kind: index for index, kind in enumerate(kinds) if kind is not None},
+                metadata=_has_metadata(version.schema),
             )
         self._by_id = by_id
         self._default_id = base.schema_id
+        self._metadata_id = next(
+            (v.schema_id for v in reversed(subject.versions) if _has_metadata(v.schema)), None
+        )
 
     @classmethod
     def from_registry(
@@ -247,6 +260,13 @@ class ScoreEventCodec:
         if subject not in subjects:
             raise ConfigError(f"schema registry has no subject {subject!r}")
         return cls(subjects[subject])
+
+    @property
+    def metadata_schema_id(self) -> int:
+        """The newest schema id with a ``metadata`` field; ``ConfigError`` when none has one."""
+        if self._metadata_id is None:
+            raise ConfigError(f"subject {self.subject.name!r} has no version with metadata")
+        return self._metadata_id
 
     @property
     def schema_ids(self) -> tuple[int, ...]:
@@ -269,13 +289,18 @@ class ScoreEventCodec:
             for wire in self._by_id.values()
         )
 
-    def encode(self, event: ScoreEvent, schema_id: int = 1) -> bytes:
+    def encode(self, event: ScoreEvent, schema_id: int | None = None) -> bytes:
         """Confluent-framed Avro bytes of ``event`` written with schema ``schema_id``.
 
-        Fields a later version added are written with their defaults. Raises
+        Without an id: version 1 for an event without metadata, the newest
+        version with a ``metadata`` field for one with it. Fields a later
+        version added are written with their defaults. Raises
         ``CodecError("SCHEMA", ...)`` for an unknown id or a value the schema
-        cannot hold (e.g. a score past 2**63, a kind the version lacks).
+        cannot hold (e.g. a score past 2**63, a kind the version lacks,
+        metadata in a version without the field).
         """
+        if schema_id is None:
+            schema_id = self._default_id if event.metadata is None else self.metadata_schema_id
         wire = self._by_id.get(schema_id)
         if wire is None:
             raise CodecError("SCHEMA", f"cannot encode with unknown schema id {schema_id}")
@@ -290,6 +315,10 @@ class ScoreEventCodec:
                 "keyId": event.key_id,
                 "sig": event.sig,
             }
+            if wire.metadata:
+                record["metadata"] = event.metadata
+            elif event.metadata is not None:
+                raise ValueError("this version has no metadata field")
             buffer = io.BytesIO()
             buffer.write(wire.header)
             fastavro.schemaless_writer(buffer, wire.writer, record)
@@ -319,7 +348,8 @@ class ScoreEventCodec:
             raise CodecError("SCHEMA", f"schema id {schema_id}: invalid UTF-8 in a string") from exc
         except SchemaResolutionError as exc:
             raise CodecError(
-                "SCHEMA", f"schema id {schema_id} cannot be read as v1: {_brief(exc)}"
+                "SCHEMA",
+                f"schema id {schema_id} cannot be read as the newest version: {_brief(exc)}",
             ) from exc
         except Exception as exc:
             raise CodecError(
@@ -345,6 +375,7 @@ class ScoreEventCodec:
             kind,
             record["keyId"],
             record["sig"],
+            record.get("metadata"),
         )
 
 
@@ -366,6 +397,11 @@ def _kind_symbols(schema: Mapping[str, Any], enums: Mapping[str, list[str]]) -> 
     return []
 
 
+def _has_metadata(schema: Mapping[str, Any]) -> bool:
+    """Whether a version has the top-level ``metadata`` field (a nullable string)."""
+    return any(field.get("name") == "metadata" for field in schema.get("fields", []))
+
+
 def _check_reader(base: SchemaVersion, view: Mapping[str, Any]) -> None:
     """Refuse a first version that cannot carry every ScoreEvent field."""
     types = {field["name"]: field["type"] for field in view.get("fields", [])}
@@ -377,3 +413,8 @@ def _check_reader(base: SchemaVersion, view: Mapping[str, Any]) -> None:
             )
     if not _kind_symbols(base.schema, {}):
         raise ConfigError(f"{base.path}: field 'kind' must be an inline enum")
+    if "metadata" in types and types["metadata"] != ["null", "string"]:
+        raise ConfigError(
+            f'{base.path}: field \'metadata\' must be ["null", "string"] on the wire '
+            f"(got {types['metadata']!r})"
+        )

@@ -24,7 +24,7 @@ newer() {
     -not -path '*/bin/*' -not -path '*/__pycache__/*' -print -quit)" ]
 }
 
-shared=(schemas/vectors schemas/score_event.v1.avsc)
+shared=(schemas/vectors schemas/score_event.v1.avsc schemas/score_event.v2.avsc)
 if newer clients/go/bin/.built clients/go "${shared[@]}"; then
   echo "client kit: go test + build (clients/go)" >&2
   (cd clients/go && go vet ./... && go test -count=1 ./... && go build -o bin/lb-produce-go ./cmd/lb-produce-go)

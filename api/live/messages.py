@@ -29,10 +29,23 @@ class StreamChange(NamedTuple):
     player: str
     old: int | None
     new: int | None
+    #: The metadata of the event that set ``new`` (None: it carried none).
+    metadata: str | None = None
 
     def wire(self, rank: int | None) -> dict[str, Any]:
-        """As pushed: ``rank`` is the player's rank on the page sent with it (None: not on it)."""
-        return {"playerId": self.player, "old": self.old, "new": self.new, "rank": rank}
+        """As pushed: ``rank`` is the player's rank on the page sent with it (None: not on it).
+
+        ``metadata`` is there only when the event that set ``new`` carried some.
+        """
+        out: dict[str, Any] = {
+            "playerId": self.player,
+            "old": self.old,
+            "new": self.new,
+            "rank": rank,
+        }
+        if self.metadata is not None:
+            out["metadata"] = self.metadata
+        return out
 
 
 def parse_entry(fields: Mapping[Any, Any]) -> list[StreamChange]:
@@ -40,7 +53,11 @@ def parse_entry(fields: Mapping[Any, Any]) -> list[StreamChange]:
     raw = fields.get(b"c", fields.get("c", b"[]"))
     return [
         StreamChange(
-            c["w"], c["p"], int(c["o"]) if c["o"] else None, int(c["n"]) if c["n"] else None
+            c["w"],
+            c["p"],
+            int(c["o"]) if c["o"] else None,
+            int(c["n"]) if c["n"] else None,
+            c.get("m"),
         )
         for c in json.loads(raw)
     ]

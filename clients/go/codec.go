@@ -18,6 +18,14 @@ var SchemaV1 string
 // SchemaIDV1 is v1's id in schemas/registry.json (subject score-events-value).
 const SchemaIDV1 = 1
 
+// SchemaV2 is schemas/score_event.v2.avsc, byte for byte: v1 plus an optional metadata string.
+//
+//go:embed score_event.v2.avsc
+var SchemaV2 string
+
+// SchemaIDV2 is v2's id in schemas/registry.json.
+const SchemaIDV2 = 2
+
 const headerSize = 5
 
 // CodecError is a record value the job would dead-letter as DECODE or SCHEMA.
@@ -38,20 +46,24 @@ type Codec struct {
 }
 
 type wireEvent struct {
-	EventID  string `avro:"eventId"`
-	GameID   string `avro:"gameId"`
-	PlayerID string `avro:"playerId"`
-	Score    int64  `avro:"score"`
-	TsMs     int64  `avro:"ts"`
-	Kind     int32  `avro:"kind"`
-	KeyID    string `avro:"keyId"`
-	Sig      []byte `avro:"sig"`
+	EventID  string  `avro:"eventId"`
+	GameID   string  `avro:"gameId"`
+	PlayerID string  `avro:"playerId"`
+	Score    int64   `avro:"score"`
+	TsMs     int64   `avro:"ts"`
+	Kind     int32   `avro:"kind"`
+	KeyID    string  `avro:"keyId"`
+	Sig      []byte  `avro:"sig"`
+	Metadata *string `avro:"metadata"`
 }
 
 var symbols = []Kind{Score, Retract}
 
 // NewCodec is the codec of schema v1 with id 1.
 func NewCodec() (*Codec, error) { return NewCodecFor(SchemaV1, SchemaIDV1) }
+
+// NewCodecV2 is the codec of schema v2 with id 2 (events with metadata).
+func NewCodecV2() (*Codec, error) { return NewCodecFor(SchemaV2, SchemaIDV2) }
 
 // NewCodecFor is the codec of a schema text registered under id.
 func NewCodecFor(schemaJSON string, id uint32) (*Codec, error) {
@@ -133,7 +145,11 @@ func (c *Codec) Decode(value []byte) (Event, error) {
 	if extra := len(value) - headerSize - len(again); extra > 0 {
 		return Event{}, &CodecError{"DECODE", fmt.Sprintf("%d bytes left after the record", extra)}
 	}
-	for _, s := range []string{w.EventID, w.GameID, w.PlayerID, w.KeyID} {
+	strs := []string{w.EventID, w.GameID, w.PlayerID, w.KeyID}
+	if w.Metadata != nil {
+		strs = append(strs, *w.Metadata)
+	}
+	for _, s := range strs {
 		if !utf8.ValidString(s) {
 			return Event{}, &CodecError{"SCHEMA", "invalid UTF-8 in a string"}
 		}
@@ -141,5 +157,5 @@ func (c *Codec) Decode(value []byte) (Event, error) {
 	if w.Kind < 0 || int(w.Kind) >= len(symbols) {
 		return Event{}, &CodecError{"SCHEMA", fmt.Sprintf("enum index %d is not a known kind", w.Kind)}
 	}
-	return Event{w.EventID, w.GameID, w.PlayerID, w.Score, w.TsMs, symbols[w.Kind], w.KeyID, w.Sig}, nil
+	return Event{w.EventID, w.GameID, w.PlayerID, w.Score, w.TsMs, symbols[w.Kind], w.KeyID, w.Sig, w.Metadata}, nil
 }

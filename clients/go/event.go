@@ -1,12 +1,13 @@
 // Package lbkit builds, signs, frames and produces leaderboard score events.
 //
-// The wire contract is the project's (schemas/score_event.v1.avsc and
-// docs/CLIENTS.md): the record key is the UTF-8 playerId, the value is the
-// Confluent framing (byte 0x00, the schema id as 4 bytes big-endian) followed
-// by the event in Avro binary encoding, and sig is the HMAC-SHA256 of the
-// canonical string "v1|eventId|gameId|playerId|score|ts|kind" under the secret
-// named by keyId. schemas/vectors/ holds the test vectors this package is
-// tested against.
+// The wire contract is the project's (schemas/score_event.v1.avsc,
+// schemas/score_event.v2.avsc and docs/CLIENTS.md): the record key is the UTF-8
+// playerId, the value is the Confluent framing (byte 0x00, the schema id as 4
+// bytes big-endian) followed by the event in Avro binary encoding, and sig is
+// the HMAC-SHA256 of the canonical string "v1|eventId|gameId|playerId|score|ts|kind"
+// under the secret named by keyId; an event with metadata (schema v2) signs
+// "v2|...|kind|" and the lowercase hex SHA-256 of the metadata instead.
+// schemas/vectors/ holds the test vectors this package is tested against.
 package lbkit
 
 import (
@@ -42,14 +43,23 @@ type Event struct {
 	Kind  Kind   `avro:"kind" json:"kind"`
 	KeyID string `avro:"keyId" json:"keyId"`
 	Sig   []byte `avro:"sig" json:"sig,omitempty"`
+	// Metadata is what the score was made with (schema v2); nil: none (v1).
+	Metadata *string `avro:"metadata" json:"metadata,omitempty"`
 }
 
-// Canonical is the exact text that is signed: integers in base 10, kind as its symbol.
+// Canonical is the exact text that is signed: integers in base 10, kind as its
+// symbol; with metadata, the v2 string ending in the metadata's SHA-256 (hex).
 func (e Event) Canonical() string {
-	return strings.Join([]string{
+	parts := []string{
 		"v1", e.EventID, e.GameID, e.PlayerID,
 		strconv.FormatInt(e.Score, 10), strconv.FormatInt(e.TsMs, 10), string(e.Kind),
-	}, "|")
+	}
+	if e.Metadata != nil {
+		digest := sha256.Sum256([]byte(*e.Metadata))
+		parts[0] = "v2"
+		parts = append(parts, hex.EncodeToString(digest[:]))
+	}
+	return strings.Join(parts, "|")
 }
 
 // MinSecretBytes is the shortest secret the job accepts (a 128-bit key).

@@ -12,9 +12,11 @@ import (
 type Producer struct {
 	client *kgo.Client
 	codec  *Codec
-	ring   Keyring
-	keyID  string
-	topic  string
+	// codecV2 writes the events that carry metadata (schema v2).
+	codecV2 *Codec
+	ring    Keyring
+	keyID   string
+	topic   string
 }
 
 // Delivered reports where a record landed, or why it did not.
@@ -35,6 +37,10 @@ func NewProducer(brokers []string, topic string, ring Keyring, keyID string, opt
 	if err != nil {
 		return nil, err
 	}
+	codecV2, err := NewCodecV2()
+	if err != nil {
+		return nil, err
+	}
 	base := []kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.DefaultProduceTopic(topic),
@@ -45,7 +51,7 @@ func NewProducer(brokers []string, topic string, ring Keyring, keyID string, opt
 	if err != nil {
 		return nil, err
 	}
-	return &Producer{client: client, codec: codec, ring: ring, keyID: keyID, topic: topic}, nil
+	return &Producer{client: client, codec: codec, codecV2: codecV2, ring: ring, keyID: keyID, topic: topic}, nil
 }
 
 // Record is the signed, framed Kafka record of e, without sending it.
@@ -56,7 +62,11 @@ func (p *Producer) Record(e Event) (*kgo.Record, error) {
 	if err := p.ring.Sign(&e, p.keyID); err != nil {
 		return nil, err
 	}
-	value, err := p.codec.Encode(e)
+	codec := p.codec
+	if e.Metadata != nil {
+		codec = p.codecV2
+	}
+	value, err := codec.Encode(e)
 	if err != nil {
 		return nil, err
 	}

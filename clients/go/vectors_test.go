@@ -13,17 +13,34 @@ import (
 var vectorsDir = filepath.Join("..", "..", "schemas", "vectors")
 
 type vectorEvent struct {
-	EventID  string `json:"eventId"`
-	GameID   string `json:"gameId"`
-	PlayerID string `json:"playerId"`
-	Score    int64  `json:"score"`
-	Ts       int64  `json:"ts"`
-	Kind     Kind   `json:"kind"`
-	KeyID    string `json:"keyId"`
+	EventID  string  `json:"eventId"`
+	GameID   string  `json:"gameId"`
+	PlayerID string  `json:"playerId"`
+	Score    int64   `json:"score"`
+	Ts       int64   `json:"ts"`
+	Kind     Kind    `json:"kind"`
+	KeyID    string  `json:"keyId"`
+	Metadata *string `json:"metadata"`
 }
 
 func (v vectorEvent) event(sigHex string, t *testing.T) Event {
-	return Event{v.EventID, v.GameID, v.PlayerID, v.Score, v.Ts, v.Kind, v.KeyID, unhex(t, sigHex)}
+	return Event{v.EventID, v.GameID, v.PlayerID, v.Score, v.Ts, v.Kind, v.KeyID, unhex(t, sigHex), v.Metadata}
+}
+
+// codecOf is the kit's codec of a vectors file's schema id.
+func codecOf(t *testing.T, id uint32) *Codec {
+	t.Helper()
+	var codec *Codec
+	var err error
+	if id == SchemaIDV2 {
+		codec, err = NewCodecV2()
+	} else {
+		codec, err = NewCodec()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return codec
 }
 
 type vectors struct {
@@ -76,7 +93,7 @@ func loadVectors(t *testing.T) map[string]vectors {
 		if err := json.Unmarshal(raw, &v); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		if v.SchemaID != SchemaIDV1 {
+		if v.SchemaID != SchemaIDV1 && v.SchemaID != SchemaIDV2 {
 			t.Logf("%s: schema id %d is not one this kit writes; skipped", path, v.SchemaID)
 			continue
 		}
@@ -89,21 +106,20 @@ func loadVectors(t *testing.T) map[string]vectors {
 }
 
 func TestEmbeddedSchemaIsTheRegisteredOne(t *testing.T) {
-	registered, err := os.ReadFile(filepath.Join("..", "..", "schemas", "score_event.v1.avsc"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(registered) != SchemaV1 {
-		t.Fatal("score_event.v1.avsc differs from schemas/score_event.v1.avsc: copy it again")
+	for name, embedded := range map[string]string{"score_event.v1.avsc": SchemaV1, "score_event.v2.avsc": SchemaV2} {
+		registered, err := os.ReadFile(filepath.Join("..", "..", "schemas", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(registered) != embedded {
+			t.Fatalf("%s differs from schemas/%s: copy it again", name, name)
+		}
 	}
 }
 
 func TestValidVectors(t *testing.T) {
-	codec, err := NewCodec()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for file, v := range loadVectors(t) {
+		codec := codecOf(t, v.SchemaID)
 		ring, err := ParseKeyring(v.Keys)
 		if err != nil {
 			t.Fatal(err)
@@ -147,11 +163,8 @@ func TestValidVectors(t *testing.T) {
 }
 
 func TestInvalidVectors(t *testing.T) {
-	codec, err := NewCodec()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for file, v := range loadVectors(t) {
+		codec := codecOf(t, v.SchemaID)
 		ring, err := ParseKeyring(v.Keys)
 		if err != nil {
 			t.Fatal(err)

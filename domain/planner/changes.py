@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from domain.games import GameConfig
-from domain.planner.model import UNKNOWN, Change, Group, GroupWrite, WritePlan
+from domain.planner.model import UNKNOWN, Change, EntryMetadata, Group, GroupWrite, WritePlan
 from domain.scoring import TieCodec
 
 if TYPE_CHECKING:
@@ -44,6 +44,46 @@ def emit(fold: Fold, group: Group, write: GroupWrite, plan: WritePlan, changes: 
         )
     if changes:
         write.changes = group_changes(group.records[0].game, initial, working)
+    if fold.setters:
+        emit_metadata(fold, write)
+
+
+def emit_metadata(fold: Fold, write: GroupWrite) -> None:
+    """The piece's entry metadata: the last change of each (board, player) decides.
+
+    The rule: an entry's metadata is that of the event that set its current
+    value, replaced only when the value changes. Where the write adds the
+    member, an event with metadata sets it and one without leaves it to the
+    script (which removes the old one); a value the piece changed and then
+    changed back is not written, so its metadata is set or cleared here. A
+    member the piece removed again has none (the script clears it too).
+    """
+    initial, working, keys = fold.initial, fold.working, fold.keys
+    annotated: dict[tuple[str, str], str] = {}
+    for (window_id, player), meta in fold.setters.items():
+        value = working[player].get(window_id)
+        if value is None:
+            continue
+        before = initial[player]
+        written = not (value == before.get(window_id, UNKNOWN) and window_id in before)
+        if meta is None and written:
+            continue
+        board = keys.board(window_id)
+        entry = write.metadata.get(board)
+        if entry is None:
+            expire = fold.boards[window_id].expire_at_s
+            entry = write.metadata[board] = EntryMetadata(
+                keys.entry_metadata(window_id), expire or 0
+            )
+        if meta is None:
+            entry.clear.append(player)
+        else:
+            entry.set[player] = meta
+            annotated[(window_id, player)] = meta
+    if annotated and write.changes:
+        write.changes = [
+            c._replace(meta=annotated.get((c.window_id, c.player_id))) for c in write.changes
+        ]
 
 
 def group_changes(

@@ -101,6 +101,9 @@ class Fold:
     #: Windows the current piece registered (once per window and piece).
     touched: set[str] = field(default_factory=set)
     retracted: bool = False
+    #: Per (window id, player) the piece changed: the metadata of the event
+    #: that changed it last (None: an event without metadata).
+    setters: dict[tuple[str, str], str | None] = field(default_factory=dict)
 
     def start(self, player: str) -> dict[str, int | None]:
         """A player's first record in the piece: their values as the piece starts."""
@@ -155,6 +158,7 @@ class Fold:
             self.carried.update(self.working)
         self.initial, self.working = {}, {}
         self.touched = set()
+        self.setters = {}
         for key, ids in done.seen.items():
             self.seen_read.setdefault(key, {}).update(ids)
         self.tally.next_piece()
@@ -213,7 +217,8 @@ def score(
     cap = game.max_score
     value = rec.event.score
     ts = rec.event.ts_ms
-    boards, touched = state.boards, state.touched
+    meta = rec.event.metadata
+    boards, touched, setters = state.boards, state.touched, state.setters
     out = 0
     for window in rec.windows:
         # One game per group, so a window id names one board here.
@@ -242,5 +247,6 @@ def score(
                 break
             continue
         mine[window_id] = new
+        setters[(window_id, player)] = meta
         out |= CHANGED
     return out

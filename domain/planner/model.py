@@ -91,6 +91,27 @@ class Change(NamedTuple):
     player_id: str
     old: int | None
     new: int | None
+    #: The metadata of the event that set ``new`` (None: none, or removed).
+    meta: str | None = None
+
+
+@dataclass
+class EntryMetadata:
+    """One board's entry metadata a group write changes (its hash: ``keys.entry_metadata``).
+
+    The script also removes, when the hash exists, the metadata of every
+    member the same write adds without a value here or removes from the board,
+    so only what cannot be told from the board's own members is listed.
+    """
+
+    key: str
+    #: When the hash expires with its board (unix seconds; 0: never).
+    expire_at_s: int = 0
+    #: Player -> the metadata of the event that set their value.
+    set: dict[str, str] = field(default_factory=dict)
+    #: Players whose value was last set by an event without metadata, though the
+    #: write leaves the value as it was (e.g. ``set`` back to the same value).
+    clear: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -116,6 +137,8 @@ class GroupWrite:
     #: Tournament counts set to absolute values (``HSET key field value``): a
     #: player's attempts, a partition's seats taken.
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Per board key: its entries' metadata to write (see :class:`EntryMetadata`).
+    metadata: dict[str, EntryMetadata] = field(default_factory=dict)
 
 
 @dataclass

@@ -110,6 +110,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=None,
         help="event time of the first record: ISO 8601 (naive = UTC) or epoch ms (default: now)",
     )
+    parser.add_argument(
+        "--metadata",
+        default=None,
+        help="metadata every valid SCORE event carries, written as schema v2 (default: none, v1); "
+        "at most the metadata_max_bytes of every game of --games",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     parser.set_defaults(handler=run)
 
@@ -173,6 +179,17 @@ def _load_config(args: argparse.Namespace, settings: Settings, start_ms: int) ->
             "has in LB_GAMES: those events would be dead-lettered BOUNDS"
         )
     skew_ms = max(rule.future_skew_ms for rule in rules.values())
+    if args.metadata is not None:
+        try:
+            size = len(args.metadata.encode())
+        except UnicodeEncodeError:
+            raise ConfigError("--metadata is not valid UTF-8 text") from None
+        limit = min(rule.metadata_max_bytes for rule in rules.values())
+        if size > limit:
+            raise ConfigError(
+                f"--metadata is {size} UTF-8 bytes, above the metadata_max_bytes {limit} a game "
+                "of --games has: those events would be dead-lettered METADATA_TOO_LARGE"
+            )
     return LoadConfig(
         start_ms=start_ms,
         rate=args.ts_rate or args.rate or DEFAULT_TS_RATE,
@@ -188,6 +205,7 @@ def _load_config(args: argparse.Namespace, settings: Settings, start_ms: int) ->
         bad_ratio=args.bad_ratio,
         unknown_games=_ids(args.unknown_games),
         future_skew_ms=skew_ms if args.future_skew_s is None else args.future_skew_s * 1000,
+        metadata=args.metadata,
     )
 
 

@@ -61,10 +61,12 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def _shown(catalog: GameCatalog, diff: Difference, value: int | None) -> str:
+def _shown(catalog: GameCatalog, diff: Difference, value: int | str | None) -> str:
     """A board value as a person reads it: the score (and when it was reached), or absent."""
     if value is None:
         return "absent"
+    if isinstance(value, str):  # an entry's metadata
+        return json.dumps(value, ensure_ascii=False)
     if diff.kind == "counter" or diff.board.startswith("meta:"):
         return f"{value:,}"
     try:

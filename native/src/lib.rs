@@ -10,7 +10,8 @@
 //! What is decoded, and how errors are classified, is decided in Python:
 //! `schemas/native.py` hands over, per schema id, the same *wire views* the
 //! fastavro path reads (enums as their int index, logical types dropped, ints
-//! widened to longs) and the writer's enum index -> `EventKind` table. The
+//! widened to longs) and the writer's enum index -> `EventKind` table; every
+//! version is resolved against the newest one (v2 adds `metadata`). The
 //! Avro itself is read by the `apache-avro` crate; this file only frames it,
 //! classifies the outcome exactly like `schemas/codec.py` and verifies the
 //! signature exactly like `domain/signing.py`.
@@ -27,6 +28,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
+use sha2::Digest;
 
 type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
@@ -42,12 +44,16 @@ const MAX_ALLOCATION_BYTES: usize = 16 * 1024 * 1024;
 const FIELDS: [&str; 8] = [
     "eventId", "gameId", "playerId", "score", "ts", "kind", "keyId", "sig",
 ];
+/// The optional field v2 adds: the `ScoreEvent`'s ninth and last item.
+const METADATA: &str = "metadata";
+/// Items of a `ScoreEvent`: the v1 fields and `metadata`.
+const ITEMS: usize = FIELDS.len() + 1;
 
 /// One registered schema id, prepared once.
 struct Wire {
     schema_id: u32,
     writer: Schema,
-    /// The v1 reader view, or None when this id *is* v1 (no resolution).
+    /// The newest version's view, or None when this id *is* the newest (no resolution).
     reader: Option<Schema>,
     /// Writer enum index -> (EventKind member, its symbol); None for a symbol
     /// `EventKind` does not know.
@@ -94,6 +100,7 @@ struct Fields<'v> {
     kind: i64,
     key_id: &'v str,
     sig: &'v [u8],
+    metadata: Option<&'v str>,
 }
 
 /// A reader over one record's body that remembers whether the decoder ever
@@ -132,8 +139,10 @@ impl Read for Body<'_> {
 #[pyclass(frozen, module = "lb_native")]
 struct DecodeVerifier {
     wires: HashMap<u32, Wire>,
-    /// Position of each of `FIELDS` in the v1 record (the order the view lists them).
+    /// Position of each of `FIELDS` in the record read (the order the view lists them).
     positions: [usize; 8],
+    /// Position of `metadata` in the record read (None: no version has it).
+    metadata: Option<usize>,
     keys: HashMap<String, HmacSha256>,
     event_type: Py<PyType>,
     /// Interned verdict codes, returned as they are.
@@ -159,11 +168,11 @@ impl DecodeVerifier {
         for (schema_id, writer_json, reader_json, kinds) in wires {
             let writer = parse(schema_id, &writer_json)?;
             let reader = reader_json.map(|json| parse(schema_id, &json)).transpose()?;
-            let v1 = reader.as_ref().unwrap_or(&writer);
-            let found = field_positions(v1)
-                .ok_or_else(|| PyValueError::new_err("the v1 view lacks a ScoreEvent field"))?;
+            let read_as = reader.as_ref().unwrap_or(&writer);
+            let found = field_positions(read_as)
+                .ok_or_else(|| PyValueError::new_err("the view read lacks a ScoreEvent field"))?;
             if *positions.get_or_insert(found) != found {
-                return Err(PyValueError::new_err("schema ids disagree about the v1 view"));
+                return Err(PyValueError::new_err("schema ids disagree about the view read"));
             }
             prepared.insert(schema_id, Wire { schema_id, writer, reader, kinds });
         }
@@ -176,9 +185,11 @@ impl DecodeVerifier {
                 .map_err(|_| PyValueError::new_err("an HMAC key cannot be used"))?;
             macs.insert(key_id, mac);
         }
+        let (positions, metadata) = positions;
         Ok(DecodeVerifier {
             wires: prepared,
             positions,
+            metadata,
             keys: macs,
             event_type,
             signature: PyString::intern(py, "SIGNATURE").unbind(),
@@ -272,6 +283,10 @@ impl DecodeVerifier {
                 kind.bind(py).clone(),
                 PyString::new(py, fields.key_id).into_any(),
                 PyBytes::new(py, fields.sig).into_any(),
+                match fields.metadata {
+                    Some(text) => PyString::new(py, text).into_any(),
+                    None => py.None().into_bound(py),
+                },
             ],
         )?;
         Ok((Some(event), verdict, None))
@@ -286,7 +301,7 @@ impl DecodeVerifier {
     fn new_event<'py>(
         &self,
         py: Python<'py>,
-        items: [Bound<'py, PyAny>; 8],
+        items: [Bound<'py, PyAny>; ITEMS],
     ) -> PyResult<Bound<'py, PyAny>> {
         let tp = self.event_type.as_ptr().cast::<ffi::PyTypeObject>();
         // SAFETY: `tp` is a live tuple subtype with the tuple's layout (see
@@ -294,7 +309,7 @@ impl DecodeVerifier {
         // every item is an owned, non-NULL reference handed over to the tuple.
         unsafe {
             let alloc = (*tp).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc);
-            let object = alloc(tp, 8);
+            let object = alloc(tp, ITEMS as ffi::Py_ssize_t);
             if object.is_null() {
                 return Err(PyErr::fetch(py));
             }
@@ -305,7 +320,7 @@ impl DecodeVerifier {
         }
     }
 
-    /// The record's Avro value, read as v1; the refusal `schemas/codec.py` would give.
+    /// The record's Avro value, read as the newest version; the refusal `schemas/codec.py` would give.
     fn decode<'s>(
         &'s self,
         data: &[u8],
@@ -353,7 +368,9 @@ impl DecodeVerifier {
         let value = match &wire.reader {
             None => value,
             Some(v1) => value.resolve(v1).map_err(|error| {
-                Refusal::schema(format!("schema id {schema_id} cannot be read as v1: {error}"))
+                Refusal::schema(format!(
+                    "schema id {schema_id} cannot be read as the newest version: {error}"
+                ))
             })?,
         };
         if !body.rest.is_empty() {
@@ -365,7 +382,7 @@ impl DecodeVerifier {
         Ok((wire, value))
     }
 
-    /// The event's fields out of a decoded v1 record.
+    /// The event's fields out of a decoded record.
     fn fields<'v>(&self, wire: &Wire, value: &'v Value) -> Result<Fields<'v>, Refusal> {
         let Value::Record(items) = value else {
             return Err(Refusal::decode(format!("schema id {}: not a record", wire.schema_id)));
@@ -385,6 +402,16 @@ impl DecodeVerifier {
             _ => return Err(mistyped(wire, 7)),
         };
         let kind = long(5)?;
+        let metadata = match self.metadata.and_then(|at| items.get(at)).map(|(_, v)| v) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.as_str()),
+            Some(Value::Union(_, inner)) => match inner.as_ref() {
+                Value::Null => None,
+                Value::String(s) => Some(s.as_str()),
+                _ => return Err(mistyped_metadata(wire)),
+            },
+            Some(_) => return Err(mistyped_metadata(wire)),
+        };
         Ok(Fields {
             event_id: text(0)?,
             game_id: text(1)?,
@@ -394,6 +421,7 @@ impl DecodeVerifier {
             kind,
             key_id: text(6)?,
             sig,
+            metadata,
         })
     }
 }
@@ -405,16 +433,38 @@ fn mistyped(wire: &Wire, field: usize) -> Refusal {
     ))
 }
 
-/// `domain.signing.canonical`: `v1|eventId|gameId|playerId|score|ts|kind`, UTF-8.
+fn mistyped_metadata(wire: &Wire) -> Refusal {
+    Refusal::decode(format!(
+        "schema id {}: field {METADATA} is neither null nor a string",
+        wire.schema_id
+    ))
+}
+
+/// `domain.signing.canonical`, UTF-8: `v1|eventId|gameId|playerId|score|ts|kind`
+/// without metadata; with it, `v2|...|kind|` and the metadata's SHA-256 in lowercase hex.
 fn canonical(message: &mut Vec<u8>, fields: &Fields<'_>, symbol: &str) {
     use std::io::Write;
     message.clear();
+    let version = if fields.metadata.is_some() { "v2" } else { "v1" };
     // Writing to a Vec cannot fail.
     let _ = write!(
         message,
-        "v1|{}|{}|{}|{}|{}|{}",
-        fields.event_id, fields.game_id, fields.player_id, fields.score, fields.ts_ms, symbol
+        "{}|{}|{}|{}|{}|{}|{}",
+        version,
+        fields.event_id,
+        fields.game_id,
+        fields.player_id,
+        fields.score,
+        fields.ts_ms,
+        symbol
     );
+    if let Some(text) = fields.metadata {
+        let digest = sha2::Sha256::digest(text.as_bytes());
+        message.push(b'|');
+        for byte in digest.iter() {
+            let _ = write!(message, "{byte:02x}");
+        }
+    }
 }
 
 fn refused<'py>(py: Python<'py>, refusal: Refusal) -> Outcome<'py> {
@@ -424,7 +474,7 @@ fn refused<'py>(py: Python<'py>, refusal: Refusal) -> Outcome<'py> {
 }
 
 /// Refuse an event class that `new_event` could not fill safely: it must be a
-/// tuple subclass of 8 fields that adds no instance state (a NamedTuple).
+/// tuple subclass of 9 fields that adds no instance state (a NamedTuple).
 fn check_event_type(event_type: &Bound<'_, PyType>) -> PyResult<()> {
     let fields = event_type.getattr("_fields")?.len()?;
     let tp = event_type.as_ptr().cast::<ffi::PyTypeObject>();
@@ -436,9 +486,9 @@ fn check_event_type(event_type: &Bound<'_, PyType>) -> PyResult<()> {
             && (*tp).tp_itemsize == (*tuple).tp_itemsize
             && (*tp).tp_dictoffset == 0
     };
-    if fields != FIELDS.len() || !tuple_like {
+    if fields != ITEMS || !tuple_like {
         return Err(PyValueError::new_err(
-            "event_type must be a NamedTuple of the 8 ScoreEvent fields",
+            "event_type must be a NamedTuple of the 9 ScoreEvent fields",
         ));
     }
     Ok(())
@@ -450,8 +500,9 @@ fn parse(schema_id: u32, json: &str) -> PyResult<Schema> {
     })
 }
 
-/// Where each of `FIELDS` sits in a record schema, or None if one is missing.
-fn field_positions(schema: &Schema) -> Option<[usize; 8]> {
+/// Where each of `FIELDS` sits in a record schema (None if one is missing),
+/// and where `metadata` sits if the schema has it.
+fn field_positions(schema: &Schema) -> Option<([usize; 8], Option<usize>)> {
     let Schema::Record(record) = schema else {
         return None;
     };
@@ -459,7 +510,7 @@ fn field_positions(schema: &Schema) -> Option<[usize; 8]> {
     for (slot, name) in FIELDS.iter().enumerate() {
         positions[slot] = record.fields.iter().position(|f| f.name == *name)?;
     }
-    Some(positions)
+    Some((positions, record.fields.iter().position(|f| f.name == METADATA)))
 }
 
 /// Compiled decode + verify of score events (see `schemas/native.py`).

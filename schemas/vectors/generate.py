@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from domain.events import EventKind, ScoreEvent
-from domain.signing import Keyring, canonical, parse_keyring, signed_event
+from domain.signing import Keyring, event_canonical, parse_keyring, signed_event
 from schemas.codec import (
     HEADER_SIZE,
     SCORE_EVENTS_SUBJECT,
@@ -120,6 +120,41 @@ def _events() -> list[tuple[str, str, ScoreEvent]]:
     return out
 
 
+def _metadata_events() -> list[tuple[str, str, ScoreEvent]]:
+    """The valid events of a version with ``metadata``: it signs the v2 canonical string."""
+    base = _events()[0][2]
+    rows = [
+        (
+            "metadata",
+            "ASCII metadata (JSON text): the v2 canonical string ends in its SHA-256",
+            "e-0101",
+            '{"car":"red-7","lap":3}',
+        ),
+        (
+            "metadata-unicode",
+            "metadata of 2-, 3- and 4-byte UTF-8 holding '|': hashed as UTF-8 bytes",
+            "e-0102",
+            "Zoë | 日本 | 🏎️ run 2",
+        ),
+        (
+            "metadata-empty",
+            "an empty metadata string is metadata: the v2 string, SHA-256 of no bytes",
+            "e-0103",
+            "",
+        ),
+        (
+            "metadata-at-limit",
+            "512 bytes of metadata: the default metadata_max_bytes",
+            "e-0104",
+            "m" * 509 + "日",
+        ),
+    ]
+    return [
+        (name, note, base._replace(event_id=event_id, metadata=metadata))
+        for name, note, event_id, metadata in rows
+    ]
+
+
 def _sign(keyring: Keyring, event: ScoreEvent) -> ScoreEvent:
     return signed_event(
         keyring,
@@ -130,11 +165,12 @@ def _sign(keyring: Keyring, event: ScoreEvent) -> ScoreEvent:
         score=event.score,
         ts_ms=event.ts_ms,
         kind=event.kind,
+        metadata=event.metadata,
     )
 
 
-def _event_json(event: ScoreEvent) -> dict[str, Any]:
-    return {
+def _event_json(event: ScoreEvent, with_metadata: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {
         "eventId": event.event_id,
         "gameId": event.game_id,
         "playerId": event.player_id,
@@ -143,21 +179,25 @@ def _event_json(event: ScoreEvent) -> dict[str, Any]:
         "kind": event.kind.value,
         "keyId": event.key_id,
     }
+    if with_metadata:
+        out["metadata"] = event.metadata
+    return out
 
 
-def _valid(codec: ScoreEventCodec, keyring: Keyring, schema_id: int) -> list[dict[str, Any]]:
+def _valid(
+    codec: ScoreEventCodec, keyring: Keyring, schema_id: int, with_metadata: bool
+) -> list[dict[str, Any]]:
     out = []
-    for name, note, unsigned in _events():
+    rows = _events() + (_metadata_events() if with_metadata else [])
+    for name, note, unsigned in rows:
         event = _sign(keyring, unsigned)
         framed = codec.encode(event, schema_id)
-        text = canonical(
-            event.event_id, event.game_id, event.player_id, event.score, event.ts_ms, event.kind
-        )
+        text = event_canonical(event)
         out.append(
             {
                 "name": name,
                 "note": note,
-                "event": _event_json(event),
+                "event": _event_json(event, with_metadata),
                 "canonical": text.decode(),
                 "sig_hex": event.sig.hex(),
                 "key_hex": event.player_id.encode().hex(),
@@ -190,12 +230,12 @@ def _signed_cases(codec: ScoreEventCodec, ring: Keyring, schema_id: int) -> list
         ("other-secret", "signed with k2's secret but sent as keyId k1", None),
         ("hex-sig", "sig sent as the hex text of the HMAC (64 bytes)", None),
     ]
-    k2 = ring.digest("k2", _canonical_of(good))
+    k2 = ring.digest("k2", event_canonical(good))
     assert k2 is not None
     forged = {
-        "kind-lowercase": _mac(ring, "k1", _canonical_of(good).replace(b"|SCORE", b"|score")),
+        "kind-lowercase": _mac(ring, "k1", event_canonical(good).replace(b"|SCORE", b"|score")),
         "ts-seconds": _mac(
-            ring, "k1", _canonical_of(good).replace(f"|{T}|".encode(), f"|{T // 1000}|".encode())
+            ring, "k1", event_canonical(good).replace(f"|{T}|".encode(), f"|{T // 1000}|".encode())
         ),
         "other-secret": k2,
         "hex-sig": good.sig.hex().encode(),
@@ -265,10 +305,40 @@ def _signed_cases(codec: ScoreEventCodec, ring: Keyring, schema_id: int) -> list
     return cases
 
 
-def _canonical_of(event: ScoreEvent) -> bytes:
-    return canonical(
-        event.event_id, event.game_id, event.player_id, event.score, event.ts_ms, event.kind
-    )
+def _metadata_cases(codec: ScoreEventCodec, ring: Keyring, schema_id: int) -> list[Case]:
+    """Records of a version with ``metadata`` that its signature or size rule refuses."""
+    good = _sign(ring, _metadata_events()[0][2])
+    key = good.player_id.encode()
+    rts = good.ts_ms + SECOND
+    as_v1 = _mac(ring, "k1", event_canonical(good._replace(metadata=None)))
+    large = _sign(ring, good._replace(metadata="é" * 257))
+    rows = [
+        (
+            "signature-metadata",
+            "SIGNATURE",
+            "signature",
+            "the metadata changed after signing",
+            good._replace(metadata='{"car":"red-8","lap":3}'),
+        ),
+        (
+            "signature-metadata-unsigned",
+            "SIGNATURE",
+            "signature",
+            "signed with the v1 canonical string though the event carries metadata",
+            good._replace(sig=as_v1),
+        ),
+        (
+            "metadata-too-large",
+            "METADATA_TOO_LARGE",
+            "rules",
+            "514 bytes of metadata (257 two-byte characters): over metadata_max_bytes 512",
+            large,
+        ),
+    ]
+    return [
+        Case(name, code, layer, why, key, codec.encode(event, schema_id), rts, event)
+        for name, code, layer, why, event in rows
+    ]
 
 
 def _mac(ring: Keyring, key_id: str, message: bytes) -> bytes:
@@ -284,8 +354,10 @@ def _codec_cases(codec: ScoreEventCodec, ring: Keyring, schema_id: int) -> list[
     rts = good.ts_ms + SECOND
     framed = codec.encode(good, schema_id)
     header, body = framed[:HEADER_SIZE], framed[HEADER_SIZE:]
-    # The kind's enum index sits right before keyId ("k1": length 2 -> varint 4) and sig.
-    kind_at = len(framed) - (1 + len(good.key_id) + 1 + len(good.sig)) - 1
+    # The kind's enum index sits right before keyId ("k1": length 2 -> varint 4) and sig
+    # (and, in a version with metadata, its union index: 0 for null).
+    tail = 1 if _has_metadata(codec, schema_id) else 0
+    kind_at = len(framed) - (1 + len(good.key_id) + 1 + len(good.sig)) - 1 - tail
     bad_utf8 = _sign(ring, good._replace(player_id="p-\u00e9"))
     bad_utf8_value = codec.encode(bad_utf8, schema_id).replace("p-\u00e9".encode(), b"p-\xe9\xff")
     rows = [
@@ -313,14 +385,22 @@ def _codec_cases(codec: ScoreEventCodec, ring: Keyring, schema_id: int) -> list[
     return [Case(n, c, "codec", why, key, value, rts) for n, c, why, value in rows]
 
 
+def _has_metadata(codec: ScoreEventCodec, schema_id: int) -> bool:
+    version = next(v for v in codec.subject.versions if v.schema_id == schema_id)
+    return any(field.get("name") == "metadata" for field in version.schema["fields"])
+
+
 def document(version: SchemaVersion) -> dict[str, Any]:
     """The vectors of one schema version as a JSON-ready document."""
     subject = load_registry()[version.subject]
     codec = ScoreEventCodec(subject)
     ring = parse_keyring(KEYS)
+    with_metadata = _has_metadata(codec, version.schema_id)
     invalid = _codec_cases(codec, ring, version.schema_id) + _signed_cases(
         codec, ring, version.schema_id
     )
+    if with_metadata:
+        invalid += _metadata_cases(codec, ring, version.schema_id)
     return {
         "description": (
             "Test vectors of the score-event wire contract (docs/CLIENTS.md). Each valid "
@@ -341,7 +421,7 @@ def document(version: SchemaVersion) -> dict[str, Any]:
         "schema_file": version.path.name,
         "keys": KEYS,
         "games_toml": GAMES_TOML,
-        "valid": _valid(codec, ring, version.schema_id),
+        "valid": _valid(codec, ring, version.schema_id, with_metadata),
         "invalid": [
             {
                 "name": case.name,
@@ -352,7 +432,7 @@ def document(version: SchemaVersion) -> dict[str, Any]:
                 "value_hex": case.value.hex(),
                 "record_ts": case.record_ts,
                 "local": case.local,
-                **({} if case.event is None else {"event": _event_json(case.event)}),
+                **({} if case.event is None else {"event": _event_json(case.event, with_metadata)}),
                 **({} if case.event is None else {"sig_hex": case.event.sig.hex()}),
             }
             for case in invalid

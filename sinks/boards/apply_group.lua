@@ -29,12 +29,15 @@ local function chunked(cmd, key, first, n, width)
     at = stop
   end
 end
+local zspan, rspan = {}, {}               -- where each board's members are (entry metadata)
 for _ = 1, tonumber(take()) do            -- zadd: key index, n, (score member)*
   local k = KEYS[tonumber(take())]; local n = tonumber(take())
+  zspan[k] = {i, n}
   chunked('ZADD', k, i, n, 2); i = i + 2 * n
 end
 for _ = 1, tonumber(take()) do            -- zrem: key index, n, member*
   local k = KEYS[tonumber(take())]; local n = tonumber(take())
+  rspan[k] = {i, n}
   chunked('ZREM', k, i, n, 1); i = i + n
 end
 for _ = 1, tonumber(take()) do            -- expireat: key index, unix seconds
@@ -58,6 +61,33 @@ end
 if tonumber(take()) > 0 then             -- changes: 1, stream, maxlen, JSON list
   local stream = KEYS[tonumber(take())]; local cap = take()
   redis.call('XADD', stream, 'MAXLEN', '~', cap, '*', 'c', take())
+end
+-- Entry metadata: n boards; per board: board key index, hash key index, expire-at
+-- (0: none), n, (member metadata)*, n, member* to clear. When the hash exists, every
+-- member this write added or removed loses its old metadata first (an event without
+-- metadata set its value); then the listed ones are set.
+for _ = 1, tonumber(take()) do
+  local b = KEYS[tonumber(take())]; local h = KEYS[tonumber(take())]
+  local at = tonumber(take())
+  local ns = tonumber(take()); local s = i; i = i + 2 * ns
+  local nc = tonumber(take()); local c = i; i = i + nc
+  if redis.call('EXISTS', h) == 1 then
+    local z = zspan[b]
+    if z then
+      local members = {}
+      for j = z[1] + 1, z[1] + 2 * z[2] - 1, 2 do members[#members + 1] = ARGV[j] end
+      for from = 1, #members, per do
+        redis.call('HDEL', h, unpack(members, from, math.min(from + per - 1, #members)))
+      end
+    end
+    local r = rspan[b]
+    if r then chunked('HDEL', h, r[1], r[2], 1) end
+    if nc > 0 then chunked('HDEL', h, c, nc, 1) end
+  end
+  if ns > 0 then
+    chunked('HSET', h, s, ns, 2)
+    if at > 0 then redis.call('EXPIREAT', h, at) end
+  end
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 local t1 = redis.call('TIME')

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
-from domain.keys import CHANGES_MAXLEN
+from domain.keys import CHANGES_MAXLEN, entry_metadata_key
 from domain.lease import fence_key
 from domain.planner import Change, GroupWrite
 from telemetry import hooks
@@ -105,7 +106,31 @@ def encode(
         args.append("[" + ",".join(map(change_json, write.changes)) + "]")
     else:
         args.append(0)
+    args += entry_metadata_args(write, key_index)
     return fenced(keys, args, write, epoch)
+
+
+def entry_metadata_args(write: GroupWrite, key_index: Callable[[str], int]) -> list[Any]:
+    """The script's entry-metadata section: every board the write adds to or removes from.
+
+    Each such board is listed even without metadata of its own, so the script
+    can drop the old metadata of the members it rewrites (when the board has
+    any); ``write.metadata`` adds what to set and the rare explicit clears.
+    """
+    boards = dict.fromkeys(write.zadd)
+    boards.update(dict.fromkeys(write.zrem))
+    boards.update(dict.fromkeys(write.metadata))
+    args: list[Any] = [len(boards)]
+    for board in boards:
+        entry = write.metadata.get(board)
+        if entry is None:
+            args += [key_index(board), key_index(entry_metadata_key(board)), 0, 0, 0]
+            continue
+        args += [key_index(board), key_index(entry.key), entry.expire_at_s, len(entry.set)]
+        for player, meta in entry.set.items():
+            args += [player, meta]
+        args += [len(entry.clear), *entry.clear]
+    return args
 
 
 def fenced(
@@ -131,7 +156,9 @@ def _json_text(text: str) -> str:
 
 
 def change_json(change: Change) -> str:
-    """A change as the stream's JSON object (``{"w":..,"p":..,"o":..,"n":..}``).
+    """A change as the stream's JSON object: ``{"w":..,"p":..,"o":..,"n":..}``.
+
+    ``"m"`` is added when the event that set the new value carried metadata.
 
     Built here, not in the script: Redis runs one thread for everyone, and a
     Lua table per change, its cjson encoding and a rank lookup per change cost
@@ -144,6 +171,11 @@ def change_json(change: Change) -> str:
         if len(_WINDOW_JSON) > 10_000:
             _WINDOW_JSON.clear()
         window = _WINDOW_JSON[change.window_id] = '{"w":' + _json_text(change.window_id)
+    if change.meta is not None:
+        return (
+            f'{window},"p":{_json_text(change.player_id)},'
+            f'"o":"{_text(change.old)}","n":"{_text(change.new)}","m":{json.dumps(change.meta)}}}'
+        )
     return (
         f'{window},"p":{_json_text(change.player_id)},'
         f'"o":"{_text(change.old)}","n":"{_text(change.new)}"}}'

@@ -28,8 +28,10 @@ from tests.integration.streams import (
     REPO,
     Planned,
     oracle,
+    oracle_with_metadata,
     produce_planned,
     read_boards,
+    read_metadata,
     read_stats,
 )
 from tests.poll import poll
@@ -276,7 +278,11 @@ def verify(
     topic: str,
     context: str,
 ) -> None:
-    """Read boards, counters and dead letters, and apply :func:`assert_exactly_once`."""
+    """Read boards, counters and dead letters, and apply :func:`assert_exactly_once`.
+
+    The boards' entry metadata must equal the oracle's too (none for a stream
+    without v2 records).
+    """
     assert_exactly_once(
         records,
         read_boards(client, namespace),
@@ -284,6 +290,14 @@ def verify(
         read_letters(bootstrap, f"{topic}.dlq"),
         context,
     )
+    expected = oracle_with_metadata(records)[2]
+    stored = read_metadata(client, namespace)
+    assert set(stored) == set(expected), (
+        f"metadata of boards missing {sorted(set(expected) - set(stored))[:10]} "
+        f"extra {sorted(set(stored) - set(expected))[:10]} {context}"
+    )
+    for key in expected:
+        assert stored[key] == expected[key], f"metadata of {key} {context}"
 
 
 class Scenario:

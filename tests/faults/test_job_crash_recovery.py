@@ -4,7 +4,9 @@ events arrive, restarted each time, and every board must equal the oracle.
 The stream's games include gtour's tournament with both caps: its seats and
 attempt counts live in Redis beside the boards, so a kill between a batch's
 write and its acknowledgement must neither admit a player twice nor count an
-attempt twice (the oracle's board sums every counted attempt)."""
+attempt twice (the oracle's board sums every counted attempt). v1 and v2
+records share the topic, and each board entry's metadata must be that of the
+event that set its value (written in the same atomic group write)."""
 
 from __future__ import annotations
 
@@ -46,7 +48,9 @@ def test_kill_9_at_random_moments_loses_and_doubles_nothing(
     print(f"seed={seed}")
     games = tmp_path / "games.toml"
     games.write_text(GAMES_TOML)
-    stream = generate(seed=seed, count=30_000)
+    # A third of the valid SCORE events are v2 records with metadata, some more v2
+    # without it, v1 for the rest: verify() checks the boards' metadata too.
+    stream = generate(seed=seed, count=30_000, metadata_ratio=0.3)
     env = job_env(topic, namespace, tmp_path / "state", games)
 
     def feed() -> None:

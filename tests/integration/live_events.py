@@ -17,8 +17,11 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def best(player: str, score: int, game: str = GAME) -> Planned:
-    """A signed, encoded SCORE event of ``game`` (a ``best`` game) at the current time."""
+def best(player: str, score: int, game: str = GAME, metadata: str | None = None) -> Planned:
+    """A signed, encoded SCORE event of ``game`` (a ``best`` game) at the current time.
+
+    With ``metadata``, a v2 record carrying it.
+    """
     at = now_ms()
     event = signed_event(
         parse_keyring(KEYS),
@@ -28,5 +31,6 @@ def best(player: str, score: int, game: str = GAME) -> Planned:
         player_id=player,
         score=score,
         ts_ms=at,
+        metadata=metadata,
     )
     return Planned(player.encode(), ScoreEventCodec.from_registry().encode(event), at, "ok", event)

@@ -145,9 +145,27 @@ def _window_ids(ts_ms: int, only_daily: bool) -> list[tuple[str, int, int]]:
     return out
 
 
-def generate(seed: int, count: int, players: int = 150, start_ms: int | None = None) -> Stream:
-    """A mixed stream: 6 games, ties, duplicates, retracts and every bad kind."""
+#: Metadata the v2 records of a stream carry: ASCII, '|', 2- to 4-byte UTF-8, empty.
+METADATA = ('{"car":"red"}', "lap|3", "Zoë 日本 🏎", "", "replay-42")
+
+
+def generate(
+    seed: int,
+    count: int,
+    players: int = 150,
+    start_ms: int | None = None,
+    metadata_ratio: float = 0.0,
+) -> Stream:
+    """A mixed stream: 6 games, ties, duplicates, retracts and every bad kind.
+
+    With ``metadata_ratio``, that share of the valid SCORE events are v2
+    records with metadata (from :data:`METADATA`), a few more are v2 records
+    without it, and about 1% of them carry too much (``METADATA_TOO_LARGE``);
+    the choices come from a second random stream, so the rest of the stream is
+    the one the same seed gives without metadata.
+    """
     rng = random.Random(seed)
+    meta_rng = random.Random(seed ^ 0x5EED)
     keyring = parse_keyring(KEYS)
     bad_ring = parse_keyring("k9:" + "99" * 32)
     codec = ScoreEventCodec.from_registry()
@@ -233,7 +251,22 @@ def generate(seed: int, count: int, players: int = 150, start_ms: int | None = N
             out.records.append(Planned(player.encode(), codec.encode(event), record_ts, "LATE"))
             continue
         event = signed_event(keyring, key_id, **fields)
-        planned = Planned(player.encode(), codec.encode(event), record_ts, expected, event)
+        value = codec.encode(event)
+        if metadata_ratio and kind is EventKind.SCORE:
+            draw = meta_rng.random()
+            if draw < 0.01:
+                event = signed_event(keyring, key_id, **fields, metadata="é" * 257)
+                too_large = Planned(
+                    player.encode(), codec.encode(event), record_ts, "METADATA_TOO_LARGE"
+                )
+                out.records.append(too_large)
+                continue
+            if draw < 0.01 + metadata_ratio:
+                event = signed_event(keyring, key_id, **fields, metadata=meta_rng.choice(METADATA))
+                value = codec.encode(event)
+            elif draw < 0.11 + metadata_ratio:
+                value = codec.encode(event, 2)  # v2 without metadata
+        planned = Planned(player.encode(), value, record_ts, expected, event)
         ok.append(planned)
         out.records.append(planned)
     return out
@@ -288,7 +321,15 @@ def _tournament_seats(partition: int, partitions: int) -> int:
 def oracle(
     records: list[Planned], partitions: int = TOPIC_PARTITIONS
 ) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
-    """Expected boards ({window-key suffix: {player: composite}}) and outcome counts.
+    """Expected boards ({window-key suffix: {player: composite}}) and outcome counts."""
+    boards, counts, _ = oracle_with_metadata(records, partitions)
+    return boards, counts
+
+
+def oracle_with_metadata(
+    records: list[Planned], partitions: int = TOPIC_PARTITIONS
+) -> tuple[dict[str, dict[str, int]], dict[str, int], dict[str, dict[str, str]]]:
+    """Expected boards ({window-key suffix: {player: composite}}), outcome counts and metadata.
 
     Keys are ``"{game}:{window id}"``; every "ok" record is applied in its
     player's order; a copy of an event id whose record time is within the
@@ -297,8 +338,11 @@ def oracle(
     partition (records must carry theirs), the first players of that
     partition's log to submit within its range, up to the partition's share
     of the seats, and counts each player's first attempts only; refusals are
-    counted as ``tournament_full`` and ``attempts_used_up``.
+    counted as ``tournament_full`` and ``attempts_used_up``. An entry's
+    metadata is that of the last event that changed its value (none when that
+    event carried none, or the player was retracted).
     """
+    metas: dict[str, dict[str, str | None]] = {}
     boards: dict[str, dict[str, tuple[int, int, int]]] = {}  # key -> player -> (score, slot, slots)
     windows_of: dict[str, set[str]] = {}
     applied_at: dict[str, list[int]] = {}  # event id -> record times of applied copies
@@ -320,6 +364,7 @@ def oracle(
         if event.kind is EventKind.RETRACT:
             for wid in windows_of.get(game, set()):
                 boards.get(f"{game}:{wid}", {}).pop(player, None)
+                metas.get(f"{game}:{wid}", {}).pop(player, None)
             continue
         ids = (
             _zoned_window_ids(event.ts_ms)
@@ -365,6 +410,8 @@ def oracle(
                 board[player] = (min(cur[0] + event.score, MAX_SCORE), max(cur[1], slot), slots)
             elif op == "set" and slot >= cur[1]:
                 board[player] = (event.score, slot, slots)
+            if board[player] != cur:
+                metas.setdefault(f"{game}:{wid}", {})[player] = event.metadata
     expected = {
         key: {
             # A lowest-wins board stores max_score - score (docs/GAMES.md).
@@ -373,7 +420,28 @@ def oracle(
         }
         for key, members in boards.items()
     }
-    return {k: v for k, v in expected.items() if v}, counts
+    metadata = {
+        key: {p: m for p, m in members.items() if m is not None and p in boards.get(key, {})}
+        for key, members in metas.items()
+    }
+    return (
+        {k: v for k, v in expected.items() if v},
+        counts,
+        {k: v for k, v in metadata.items() if v},
+    )
+
+
+def read_metadata(client: RedisClient, namespace: str) -> dict[str, dict[str, str]]:
+    """Every board's entry metadata as ``{"game:window": {player: metadata}}``."""
+    out: dict[str, dict[str, str]] = {}
+    for raw in client.scan_iter(match=f"{namespace}:*:meta:entry:*", count=1000):
+        key = raw.decode()
+        game = key.split("{", 1)[1].split("}", 1)[0]
+        window = key.split(":meta:entry:", 1)[1]
+        stored = client.hgetall(key)
+        if stored:
+            out[f"{game}:{window}"] = {text(p): text(m) for p, m in stored.items()}
+    return out
 
 
 def read_boards(client: RedisClient, namespace: str) -> dict[str, dict[str, int]]:

@@ -82,14 +82,24 @@ def write(
 
 
 def oracle_rows(
-    catalog: GameCatalog, game: str, window_id: str, board: dict[str, int]
+    catalog: GameCatalog,
+    game: str,
+    window_id: str,
+    board: dict[str, int],
+    metadata: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     config = catalog.lookup(game)
     assert config is not None
     codec = config.codec(window_from_id(window_id))
     ordered = sorted(board.items(), key=lambda pc: (pc[1], pc[0].encode()), reverse=True)
     return [
-        {"rank": i, "playerId": p, "score": codec.split(c)[0], "composite": c}
+        {
+            "rank": i,
+            "playerId": p,
+            "score": codec.split(c)[0],
+            "composite": c,
+            "metadata": (metadata or {}).get(p),
+        }
         for i, (p, c) in enumerate(ordered, start=1)
     ]
 
@@ -121,6 +131,9 @@ def test_closed_boards_are_archived_once_and_stay_readable_by_id(
     }
     write(client, catalog, namespace, "arcsh", today, 50, 4)  # open: not archived
     client.sadd(f"{namespace}:{{arc}}:meta:boards", "alltime")  # never closes
+    # Entry metadata (what the job keeps beside a board for v2 events with metadata).
+    metadata = {p: f"car-{i} | Zoë" for i, p in enumerate(sorted(boards[("arc", CLOSED_DAY)])[:40])}
+    client.hset(f"{namespace}:{{arc}}:meta:entry:{CLOSED_DAY}", mapping=metadata)
     reader = BoardReader(client, catalog, namespace)
     before = reader.top("arcsh", CLOSED_DAY, 100, now_ms=now)
 
@@ -133,8 +146,9 @@ def test_closed_boards_are_archived_once_and_stay_readable_by_id(
         path = archive_path(tmp_path, game, window_id)
         assert path.parent.parent.name == game and ":" not in path.name
         table = pq.read_table(path)
-        assert table.column_names == ["rank", "playerId", "score", "composite"]
-        assert table.to_pylist() == oracle_rows(catalog, game, window_id, board)
+        assert table.column_names == ["rank", "playerId", "score", "composite", "metadata"]
+        expected = oracle_rows(catalog, game, window_id, board, metadata if game == "arc" else None)
+        assert table.to_pylist() == expected
         meta = table.schema.metadata
         assert meta[b"leaderboard.window"] == window_id.encode()
         assert meta[b"leaderboard.namespace"] == namespace.encode()

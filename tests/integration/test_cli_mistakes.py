@@ -65,6 +65,12 @@ MISTAKES: list[tuple[str, list[str], dict[str, str], str]] = [
         {"LB_GAMES": "{tmp}/g1.toml"},
         "1000",
     ),
+    (
+        "produce-metadata-too-large",
+        ["produce", "--metadata", "é" * 300],
+        {},
+        "--metadata is 600 UTF-8 bytes, above the metadata_max_bytes 512",
+    ),
     ("dlq-kafka-down", ["dlq", "show"], {"LB_KAFKA_BOOTSTRAP": NOWHERE}, "LB_KAFKA_BOOTSTRAP"),
     ("dlq-code", ["dlq", "redrive", "--code", "OOPS"], {}, "OOPS"),
     ("sketches-game", ["sketches", "publish", "--game", "g9"], {"LB_GAMES": "{tmp}/g1.toml"}, "g9"),

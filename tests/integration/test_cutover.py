@@ -89,11 +89,18 @@ def test_fill_moves_only_boards_the_live_group_lacks(
     stage = f"{namespace}~s"
     _group(redis_client, namespace, {f"{T}/0": 50}, "live")
     _group(redis_client, stage, {f"{T}/0": 9}, "staged", extra="daily:2026-05-03")
+    # Entry metadata moves with its board, and only with it.
+    redis_client.hset(f"{stage}:{{g}}:meta:entry:daily:2026-05-03", "staged", "car=red")
+    redis_client.hset(f"{stage}:{{g}}:meta:entry:alltime", "staged", "car=blue")
     try:
         result = fill_group(redis_client, stage, namespace, "g")
         assert result.moved == ["daily:2026-05-03"] and result.kept == ["alltime"]
         assert redis_client.zrange(f"{namespace}:{{g}}:alltime", 0, -1) == [b"live"]
         assert redis_client.zrange(f"{namespace}:{{g}}:daily:2026-05-03", 0, -1) == [b"staged"]
+        assert redis_client.hgetall(f"{namespace}:{{g}}:meta:entry:daily:2026-05-03") == {
+            b"staged": b"car=red"
+        }
+        assert not redis_client.exists(f"{namespace}:{{g}}:meta:entry:alltime")
         assert redis_client.smembers(f"{namespace}:{{g}}:meta:boards") == {b"daily:2026-05-03"}
         assert redis_client.hget(f"{namespace}:{{g}}:meta:wm", f"{T}/0") == b"50"
     finally:

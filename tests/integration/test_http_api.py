@@ -345,11 +345,38 @@ def _signed(key_id: str = "k1", event_id: str | None = None, **over: Any) -> dic
         doc["score"],
         doc["timestamp"],
         EventKind(doc["kind"]),
+        doc.get("metadata"),
     )
     if event_id is not None:
         doc["eventId"] = event_id
     doc["sig"] = sig.hex()
     return doc
+
+
+def test_scores_with_metadata_are_produced_as_v2(
+    http: Client, kafka_bootstrap: str, topic: str
+) -> None:
+    meta = '{"car":"red"} | Zoë 🏎'
+    status, _, doc = http.post_json("/v1/scores", _signed(event_id="e-m1", metadata=meta))
+    assert (status, doc) == (202, {"eventId": "e-m1"})
+    status, _, derived = http.post_json("/v1/scores", _signed(playerId="bob", metadata=""))
+    assert status == 202 and derived["eventId"].startswith("api-")
+    refused = [
+        (_signed(event_id="x", metadata="a") | {"metadata": "b"}, 401, "SIGNATURE"),
+        (_signed(event_id="x", metadata="a") | {"metadata": None}, 401, "SIGNATURE"),
+        (_signed(event_id="x", metadata="é" * 257), 400, "METADATA_TOO_LARGE"),
+        (_signed(event_id="x") | {"metadata": 5}, 400, "INVALID_BODY"),
+    ]
+    for body, status_expected, code in refused:
+        status, _, doc = http.post_json("/v1/scores", body)
+        assert (status, doc["error"]["code"]) == (status_expected, code), body
+    messages = read_topic({"bootstrap.servers": kafka_bootstrap}, topic)
+    codec = ScoreEventCodec.from_registry()
+    values = [m.value() or b"" for m in messages]
+    assert [value[1:5] for value in values] == [(2).to_bytes(4, "big")] * 2
+    events = {e.event_id: e for e in map(codec.decode, values)}
+    assert events["e-m1"].metadata == meta and events[derived["eventId"]].metadata == ""
+    assert all(verify(KEYRING, event) is Verdict.OK for event in events.values())
 
 
 def test_signed_scores_are_produced_and_bad_ones_refused(

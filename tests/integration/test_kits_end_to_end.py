@@ -28,9 +28,10 @@ from tests.integration.streams import (
     Planned,
     job_env,
     lb,
-    oracle,
+    oracle_with_metadata,
     read_boards,
     read_dead_letters,
+    read_metadata,
     read_stats,
 )
 
@@ -94,7 +95,7 @@ def planned(messages: list[Any], reports: list[Path]) -> list[Planned]:
             e = row["event"]
             rec.event = ScoreEvent(
                 e["eventId"], e["gameId"], e["playerId"], e["score"], e["ts"],
-                EventKind(e["kind"]), e["keyId"], b"",
+                EventKind(e["kind"]), e["keyId"], b"", e.get("metadata"),
             )  # fmt: skip
             assert rec.key == e["playerId"].encode()
         else:
@@ -114,11 +115,12 @@ def test_go_and_java_kits_beside_lb_produce_give_the_oracle_boards(
     go_report, java_report = tmp_path / "go.jsonl", tmp_path / "java.jsonl"
     python = [
         "produce", "--count", str(PER_KIT), "--players", "300", "--games", GAMES,
-        "--bad-ratio", "0", "--dup-ratio", "0", "--quiet",
+        "--bad-ratio", "0", "--dup-ratio", "0", "--quiet", "--metadata", "py | Zoë 🏎",
     ]  # fmt: skip
+    # Python and Go write v2 records with metadata, Java v1 (no --metadata): one topic.
     procs = {
         "go": subprocess.Popen(
-            [str(GO_COMMAND), *kit_args(topic, go_report, "k1", 1)],
+            [str(GO_COMMAND), *kit_args(topic, go_report, "k1", 1), "--metadata", "go | 日本"],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         ),
         "java": subprocess.Popen(
@@ -144,8 +146,11 @@ def test_go_and_java_kits_beside_lb_produce_give_the_oracle_boards(
     done = lb(["run", "--until-end"], env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
 
-    expected_boards, counts = oracle(records)
+    expected_boards, counts, expected_metadata = oracle_with_metadata(records)
     assert read_boards(redis_client, namespace) == expected_boards
+    assert read_metadata(redis_client, namespace) == expected_metadata
+    kept = {m for board in expected_metadata.values() for m in board.values()}
+    assert kept == {"py | Zoë 🏎", "go | 日本"}
 
     letters: dict[tuple[int, int], str] = {}
     for msg in read_dead_letters(kafka_bootstrap, f"{topic}.dlq"):

@@ -13,8 +13,10 @@ would hold (sorted sets, hashes, sets), answering the planner's reads the way
 * otherwise ZADD, then ZREM (a sorted set left empty disappears, with its
   expiry), EXPIREAT (a no-op on a key that does not exist), SADD of the new
   window ids to the registry, HSET + EXPIRE of the seen ids, HSET of the
-  tournament counts (attempts, seats), HINCRBY of every non-zero counter and
-  finally HSET of the watermark.
+  tournament counts (attempts, seats), HINCRBY of every non-zero counter, the
+  entry metadata (when a board's metadata hash exists, HDEL of every member the
+  write added or removed and of the listed clears; then HSET of the listed
+  metadata and EXPIREAT) and finally HSET of the watermark.
 
 Expiry never fires here; the EXPIREAT / EXPIRE values are recorded so tests
 can assert them.
@@ -26,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.keys import entry_metadata_key
 from domain.planner import BoardPlanner, GroupWrite, LookupResults, Lookups, PlanRound, WritePlan
 from domain.planner.rounds import split_round
 from domain.records import CheckedBatch
@@ -58,6 +61,8 @@ class BoardModel:
     zrems: list[tuple[str, str, bool]] = field(default_factory=list)
     #: Groups applied (1) or skipped by the watermark guard (0), in order.
     outcomes: list[int] = field(default_factory=list)
+    #: Entry-metadata hashes (``meta:entry:<window>``): player -> metadata.
+    metadata: dict[str, dict[str, str]] = field(default_factory=dict)
 
     # -- reads (RedisBoardStore.read) -------------------------------------------------
 
@@ -124,8 +129,29 @@ class BoardModel:
             if by != 0:
                 stats = self.hashes.setdefault(keys.stats, {})
                 stats[name] = stats.get(name, 0) + by
+        self._apply_metadata(write)
         self.hashes.setdefault(keys.watermarks, {})[field_name] = offset
         return 1
+
+    def _apply_metadata(self, write: GroupWrite) -> None:
+        boards = [*write.zadd, *(k for k in write.zrem if k not in write.zadd)]
+        boards += [k for k in write.metadata if k not in boards]
+        for board in boards:
+            entry = write.metadata.get(board)
+            key = entry.key if entry is not None else entry_metadata_key(board)
+            stored = self.metadata.get(key)
+            if stored:
+                for member in [*write.zadd.get(board, {}), *write.zrem.get(board, [])]:
+                    stored.pop(member, None)
+                for member in entry.clear if entry is not None else []:
+                    stored.pop(member, None)
+                if not stored:
+                    self.metadata.pop(key)
+                    self.expire_at.pop(key, None)
+            if entry is not None and entry.set:
+                self.metadata.setdefault(key, {}).update(entry.set)
+                if entry.expire_at_s:
+                    self.expire_at[key] = entry.expire_at_s
 
     def _exists(self, key: str) -> bool:
         return bool(self.zsets.get(key)) or bool(self.hashes.get(key)) or bool(self.sets.get(key))
@@ -159,6 +185,7 @@ class BoardModel:
             "boards": self.boards(),
             "hashes": {key: dict(h) for key, h in self.hashes.items() if h},
             "sets": {key: set(s) for key, s in self.sets.items() if s},
+            "metadata": {key: dict(h) for key, h in self.metadata.items() if h},
             "expire_at": dict(self.expire_at),
             "ttl_keys": set(self.ttl),
         }

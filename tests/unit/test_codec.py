@@ -88,7 +88,8 @@ def test_round_trip(codec: ScoreEventCodec, event: ScoreEvent) -> None:
 def test_wire_header_is_confluent_format(codec: ScoreEventCodec) -> None:
     data = codec.encode(_event())
     assert data[0] == 0 and data[1:5] == (1).to_bytes(4, "big")
-    assert codec.schema_ids == (1,)
+    assert codec.schema_ids == (1, 2)
+    assert codec.encode(_event(metadata="m"))[:5] == b"\x00" + (2).to_bytes(4, "big")
 
 
 def test_bytes_equal_plain_fastavro_with_the_committed_schema(codec: ScoreEventCodec) -> None:
@@ -153,7 +154,7 @@ def test_malformed_lengths_and_varints_are_decode(codec: ScoreEventCodec) -> Non
 
 def test_unknown_schema_id_is_schema(codec: ScoreEventCodec) -> None:
     good = codec.encode(_event())
-    for schema_id in (0, 2, 99, 2**32 - 1):
+    for schema_id in (0, 3, 99, 2**32 - 1):
         assert _code(codec, b"\x00" + schema_id.to_bytes(4, "big") + good[5:]) == "SCHEMA"
 
 
@@ -214,6 +215,53 @@ def test_encode_refuses_unknown_ids_and_unrepresentable_values(codec: ScoreEvent
     assert caught.value.code == "SCHEMA" and caught.value.__cause__ is not None
     with pytest.raises(CodecError):
         codec.encode(_event(player_id=None))
+
+
+# -- schema v2: metadata -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("metadata", ["car=red", "", "Zoë | 日本 | 🏎", "x" * 5000])
+def test_v2_round_trip_with_metadata(codec: ScoreEventCodec, metadata: str) -> None:
+    event = _event(metadata=metadata)
+    data = codec.encode(event)
+    assert data[1:5] == (2).to_bytes(4, "big")
+    assert codec.decode(data) == event
+    assert codec.decode(data).metadata == metadata
+
+
+def test_v1_and_v2_without_metadata_decode_to_the_same_event(codec: ScoreEventCodec) -> None:
+    event = _event()
+    v1, v2 = codec.encode(event, 1), codec.encode(event, 2)
+    assert v2 == b"\x00" + (2).to_bytes(4, "big") + v1[5:] + b"\x00"  # union index 0: null
+    assert codec.decode(v1) == codec.decode(v2) == event
+    assert codec.decode(v1).metadata is None
+
+
+def test_metadata_does_not_fit_v1(codec: ScoreEventCodec) -> None:
+    with pytest.raises(CodecError) as caught:
+        codec.encode(_event(metadata="m"), schema_id=1)
+    assert caught.value.code == "SCHEMA" and "metadata" in caught.value.detail
+
+
+def test_v2_bytes_equal_plain_fastavro_with_the_committed_schema(codec: ScoreEventCodec) -> None:
+    schema = fastavro.parse_schema(json.loads((SCHEMAS / "score_event.v2.avsc").read_text()))
+    for metadata in (None, "Zoë"):
+        event = _event(metadata=metadata)
+        buffer = io.BytesIO()
+        buffer.write(b"\x00" + (2).to_bytes(4, "big"))
+        record = {
+            "eventId": event.event_id,
+            "gameId": event.game_id,
+            "playerId": event.player_id,
+            "score": event.score,
+            "ts": event.ts_ms,
+            "kind": event.kind.value,
+            "keyId": event.key_id,
+            "sig": event.sig,
+            "metadata": metadata,
+        }
+        fastavro.schemaless_writer(buffer, schema, record)
+        assert codec.encode(event, 2) == buffer.getvalue()
 
 
 # -- evolution: a v2 writer ---------------------------------------------------
@@ -290,8 +338,12 @@ def test_committed_registry_shape() -> None:
     subjects = load_registry()
     versions = subjects["score-events-value"].versions
     assert [(v.version, v.schema_id, v.path.name) for v in versions] == [
-        (1, 1, "score_event.v1.avsc")
+        (1, 1, "score_event.v1.avsc"),
+        (2, 2, "score_event.v2.avsc"),
     ]
+    v2 = {f["name"]: f for f in versions[1].schema["fields"]}
+    assert v2["metadata"] == {**v2["metadata"], "type": ["null", "string"], "default": None}
+    assert list(v2)[:-1] == [f["name"] for f in versions[0].schema["fields"]]
     schema = versions[0].schema
     assert schema["name"] == "ScoreEvent" and schema["namespace"] == "leaderboard"
     fields = {f["name"]: f for f in schema["fields"]}

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from domain.errors import ConfigError
 from domain.events import EventKind, ScoreEvent
-from domain.signing import parse_keyring, sign, signed_event
+from domain.signing import Verdict, parse_keyring, sign, signed_event, verify
 from domain.validation import DECODE, SCHEMA, SIGNATURE, UNKNOWN_KEY, Decoded
 from schemas import decode_verify
 from schemas.codec import DEFAULT_REGISTRY, ScoreEventCodec
@@ -412,3 +412,39 @@ def test_keyring_semantics_match(codec: ScoreEventCodec) -> None:
         python = decode_verifier(keyring, codec, "python")
         native = decode_verifier(keyring, codec, "native")
         assert list(python(signed)[1]) == list(native(signed)[1]) == expected
+
+
+# -- the committed registry: v1 and v2 (metadata) ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def committed() -> tuple[ScoreEventCodec, tuple[PythonDecodeVerify, NativeDecodeVerify]]:
+    codec = ScoreEventCodec.from_registry()
+    python = decode_verifier(KEYS, codec, "python")
+    native = decode_verifier(KEYS, codec, "native")
+    assert isinstance(python, PythonDecodeVerify) and isinstance(native, NativeDecodeVerify)
+    return codec, (python, native)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_engines_agree_on_v1_and_v2_records_with_metadata(
+    committed: tuple[ScoreEventCodec, tuple[PythonDecodeVerify, NativeDecodeVerify]],
+    data: st.DataObject,
+) -> None:
+    codec, engines = committed
+    event = data.draw(events())
+    metadata = data.draw(st.one_of(st.none(), ids))
+    if metadata is not None:  # signed over its metadata, or not (SIGNATURE, UNKNOWN_KEY)
+        event = data.draw(
+            st.sampled_from([event._replace(metadata=metadata), _event(metadata=metadata)])
+        )
+    schema_id = 1 if event.metadata is None and data.draw(st.booleans()) else 2
+    wire = codec.encode(event, schema_id)
+    mangled = data.draw(mutations(len(wire)))(wire)
+    ((got_event, code),) = agree(codec, engines, [mangled])
+    if mangled == wire:
+        assert got_event == event
+        if got_event.key_id in KEYS:
+            right = verify(KEYS, event) is Verdict.OK
+            assert code == (None if right else SIGNATURE)

@@ -198,6 +198,7 @@ def test_toml_maps_every_field() -> None:
     tournaments.cup.end = 2021-04-02
     tournaments.cup.max_entries = 10
     tournaments.cup.max_attempts = 2
+    metadata_max_bytes = 64
     """
     config = GameCatalog.from_toml(text).lookup("x")
     assert config is not None

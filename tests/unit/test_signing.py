@@ -57,6 +57,43 @@ def test_known_answer_vector(keyring: Keyring) -> None:
     assert sig.hex() == "15de3e8113a38bbe6de45d83ff70af7cc21708667544b915a792f0c8c6e56721"
 
 
+def test_canonical_string_with_metadata_is_v2_with_its_digest() -> None:
+    meta = "Zoë | 🏎"
+    digest = hashlib.sha256(meta.encode("utf-8")).hexdigest()
+    assert canonical("e-1", "g1", "p1", 100, 7, EventKind.SCORE, meta) == (
+        f"v2|e-1|g1|p1|100|7|SCORE|{digest}".encode()
+    )
+    # Empty metadata is metadata: the v2 string with the digest of no bytes.
+    assert canonical("e", "g", "p", 0, 0, EventKind.SCORE, "") == (
+        b"v2|e|g|p|0|0|SCORE|e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    )
+    # No metadata: exactly the v1 string, so v1 signatures stay valid.
+    assert canonical("e", "g", "p", 0, 0, EventKind.SCORE, None) == b"v1|e|g|p|0|0|SCORE"
+
+
+def test_known_answer_vector_with_metadata(keyring: Keyring) -> None:
+    sig = sign(
+        keyring, "k1", "e-1", "g1", "p0000042", 12345, 1_714_800_000_123, EventKind.SCORE, "car=7"
+    )
+    message = (
+        b"v2|e-1|g1|p0000042|12345|1714800000123|SCORE|"
+        + hashlib.sha256(b"car=7").hexdigest().encode()
+    )
+    assert sig == hmac.new(bytes.fromhex(SECRET_1), message, hashlib.sha256).digest()
+
+
+@pytest.mark.parametrize(
+    ("signed", "sent"),
+    [("car=7", "car=8"), ("car=7", None), (None, ""), ("", None), ("a", "a ")],
+)
+def test_metadata_is_covered_by_the_signature(
+    keyring: Keyring, signed: str | None, sent: str | None
+) -> None:
+    event = _event(keyring, metadata=signed)
+    assert verify(keyring, event) is Verdict.OK
+    assert verify(keyring, event._replace(metadata=sent)) is Verdict.SIGNATURE
+
+
 @pytest.mark.parametrize("length", [16, 32, 63, 64, 65, 200])
 def test_keyring_digest_is_plain_hmac_sha256(length: int) -> None:
     secret = bytes((i * 7 + 3) % 256 for i in range(length))

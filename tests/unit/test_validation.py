@@ -26,6 +26,7 @@ from domain.validation import (
     DECODE,
     FUTURE,
     LATE,
+    METADATA_TOO_LARGE,
     SCHEMA,
     SIGNATURE,
     UNKNOWN_GAME,
@@ -68,6 +69,12 @@ lateness_seconds = 3600
 [games."short"]
 alltime_origin = "2026-01-01"
 alltime_until = "2027-01-01"
+
+[games."tiny-meta"]
+metadata_max_bytes = 4
+
+[games."no-meta"]
+metadata_max_bytes = 0
 """
 CATALOG = GameCatalog.from_toml(CATALOG_TOML)
 NO_DEFAULT = GameCatalog.from_toml('[games."known"]\nmax_score = 50\n')
@@ -82,6 +89,7 @@ def event(
     score: int = 10,
     ts_ms: int = T,
     kind: EventKind = EventKind.SCORE,
+    metadata: str | None = None,
 ) -> ScoreEvent:
     ring = FOREIGN if keyring == "k9" else KEYS
     return signed_event(
@@ -93,6 +101,7 @@ def event(
         score=score,
         ts_ms=ts_ms,
         kind=kind,
+        metadata=metadata,
     )
 
 
@@ -210,6 +219,42 @@ DEAD: list[tuple[str, Callable[[], SourceRecord], str, GameCatalog]] = [
         CATALOG,
     ),
     ("game not in a catalog without [default]", lambda: record(), UNKNOWN_GAME, NO_DEFAULT),
+    (
+        "metadata over the default 512 bytes",
+        lambda: record(event(metadata="x" * 513)),
+        METADATA_TOO_LARGE,
+        CATALOG,
+    ),
+    (
+        "metadata of 2 characters, 6 UTF-8 bytes, over 4",
+        lambda: record(event(game_id="tiny-meta", metadata="日本")),
+        METADATA_TOO_LARGE,
+        CATALOG,
+    ),
+    (
+        "any metadata where the game takes none",
+        lambda: record(event(game_id="no-meta", metadata="")),
+        METADATA_TOO_LARGE,
+        CATALOG,
+    ),
+    (
+        "metadata changed after signing",
+        lambda: record(event(metadata="car=red")._replace(metadata="car=blue")),
+        SIGNATURE,
+        CATALOG,
+    ),
+    (
+        "metadata dropped after signing",
+        lambda: record(event(metadata="car=red")._replace(metadata=None)),
+        SIGNATURE,
+        CATALOG,
+    ),
+    (
+        "metadata added after signing",
+        lambda: record(event()._replace(metadata="")),
+        SIGNATURE,
+        CATALOG,
+    ),
 ]
 
 
@@ -253,6 +298,20 @@ ACCEPTED: list[tuple[str, Callable[[], SourceRecord], tuple[str, ...], GameCatal
     ("on time: every board, narrowest first", lambda: record(), ALL, CATALOG),
     ("second live key", lambda: record(event("k2")), ALL, CATALOG),
     ("score 0", lambda: record(event(score=0)), ALL, CATALOG),
+    ("metadata of exactly 512 bytes", lambda: record(event(metadata="é" * 256)), ALL, CATALOG),
+    ("empty metadata", lambda: record(event(metadata="")), ALL, CATALOG),
+    (
+        "4 bytes of metadata where the game takes 4",
+        lambda: record(event(game_id="tiny-meta", metadata="日x")),
+        ALL,
+        CATALOG,
+    ),
+    (
+        "a v2 record without metadata",
+        lambda: record(event(), value=CODEC.encode(event(), 2)),
+        ALL,
+        CATALOG,
+    ),
     ("score exactly max", lambda: record(event(game_id="small", score=100)), ALL, CATALOG),
     (
         "retract above max_score (not bounded)",
@@ -416,3 +475,19 @@ def test_an_unrepresentable_ts_is_dead_lettered_not_raised(ts: int) -> None:
     with pytest.raises(Rejected) as refused:
         validator().check(record(event(game_id="daily", ts_ms=ts)))
     assert refused.value.code == BOUNDS
+
+
+@pytest.mark.parametrize(
+    ("make", "metadata"),
+    [
+        pytest.param(lambda: CODEC.encode(event()), None, id="v1"),
+        pytest.param(lambda: CODEC.encode(event(), 2), None, id="v2 without metadata"),
+        pytest.param(lambda: CODEC.encode(event(metadata="Zoë | 🏎")), "Zoë | 🏎", id="v2"),
+        pytest.param(lambda: CODEC.encode(event(metadata="")), "", id="v2 empty metadata"),
+    ],
+)
+def test_the_accepted_event_carries_its_metadata(
+    make: Callable[[], bytes], metadata: str | None
+) -> None:
+    accepted = validator().check(record(value=make()))
+    assert accepted.event.metadata == metadata

@@ -19,7 +19,7 @@ from domain.events import EventKind, ScoreEvent
 from domain.games import GameCatalog
 from domain.outcomes import DeadLetterCode
 from domain.records import SourceRecord
-from domain.signing import Verdict, canonical, parse_keyring, verify
+from domain.signing import Verdict, event_canonical, parse_keyring, verify
 from domain.validation import Rejected, Validator
 from schemas.codec import ScoreEventCodec, load_registry
 from schemas.decode_verify import decode_verifier, native_module
@@ -46,6 +46,25 @@ def _event(fields: dict[str, Any], sig_hex: str) -> ScoreEvent:
         EventKind(fields["kind"]),
         fields["keyId"],
         bytes.fromhex(sig_hex),
+        fields.get("metadata"),
+    )
+
+
+def _has_metadata(doc: dict[str, Any]) -> bool:
+    schema = json.loads((VECTORS.parent / doc["schema_file"]).read_text())
+    return any(field["name"] == "metadata" for field in schema["fields"])
+
+
+def test_the_v2_vectors_sign_their_metadata() -> None:
+    doc = _load(VECTORS / "score_event.v2.json")
+    by_name = {case["name"]: case for case in doc["valid"]}
+    assert by_name["basic"]["event"]["metadata"] is None
+    assert by_name["basic"]["canonical"].startswith("v1|")
+    unicode = by_name["metadata-unicode"]
+    assert unicode["event"]["metadata"] == "Zoë | 日本 | 🏎️ run 2"
+    assert unicode["canonical"].startswith("v2|e-0102|") and len(unicode["canonical"]) > 64
+    assert by_name["metadata-empty"]["canonical"].endswith(
+        "|e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     )
 
 
@@ -76,9 +95,7 @@ def test_valid_events_round_trip_and_verify(path: Path) -> None:
         assert framed[5:].hex() == case["avro_body_hex"], case["name"]
         assert CODEC.encode(event, doc["schema_id"]) == framed, case["name"]
         assert CODEC.decode(framed) == event, case["name"]
-        text = canonical(
-            event.event_id, event.game_id, event.player_id, event.score, event.ts_ms, event.kind
-        )
+        text = event_canonical(event)
         assert text == case["canonical"].encode(), case["name"]
         assert keyring.digest(event.key_id, text) == event.sig, case["name"]
         assert verify(keyring, event) is Verdict.OK
@@ -119,7 +136,11 @@ def test_every_invalid_record_gets_its_dead_letter_code(path: Path, engine: str)
         with pytest.raises(Rejected) as refused:
             validator.check(record)
         assert refused.value.code == code, f"{case['name']}: {refused.value.detail}"
-    assert codes == set(DeadLetterCode), "every dead-letter code has a vector"
+    # A version without metadata cannot carry too much of it.
+    expected = set(DeadLetterCode) - (
+        set() if _has_metadata(doc) else {DeadLetterCode.METADATA_TOO_LARGE}
+    )
+    assert codes == expected, "every dead-letter code has a vector"
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)

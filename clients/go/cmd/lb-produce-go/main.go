@@ -25,11 +25,11 @@ import (
 var badCodes = []string{"SIGNATURE", "UNKNOWN_KEY", "BOUNDS", "FUTURE", "UNKNOWN_GAME", "SCHEMA", "DECODE"}
 
 type options struct {
-	brokers, topic, keys, keyID, games, prefix, report string
-	count, bad, players                                int
-	maxScore                                           int64
-	retract                                            float64
-	seed                                               uint64
+	brokers, topic, keys, keyID, games, prefix, report, metadata string
+	count, bad, players                                          int
+	maxScore                                                     int64
+	retract                                                      float64
+	seed                                                         uint64
 }
 
 type line struct {
@@ -70,6 +70,7 @@ func parse() options {
 	flag.Int64Var(&o.maxScore, "max-score", 1000, "highest score generated")
 	flag.Float64Var(&o.retract, "retract-ratio", 0, "share of RETRACT events")
 	flag.Uint64Var(&o.seed, "seed", 1, "random seed")
+	flag.StringVar(&o.metadata, "metadata", "", "metadata every valid SCORE event carries, as schema v2 (default: none, v1)")
 	flag.Parse()
 	problem := ""
 	switch {
@@ -195,6 +196,10 @@ func (g *generator) next(p *lbkit.Producer, i int) (*kgo.Record, string, *lbkit.
 		code := badCodes[(i/(o.count/o.bad))%len(badCodes)]
 		rec, err := g.bad(code, e)
 		return rec, code, nil, err
+	}
+	if o.metadata != "" && e.Kind == lbkit.Score {
+		meta := o.metadata
+		e.Metadata = &meta
 	}
 	rec, err := p.Record(e)
 	if err != nil {

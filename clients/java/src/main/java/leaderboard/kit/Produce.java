@@ -43,6 +43,7 @@ public final class Produce {
     DEFAULTS.put("max-score", "1000");
     DEFAULTS.put("retract-ratio", "0");
     DEFAULTS.put("seed", "1");
+    DEFAULTS.put("metadata", "");
   }
 
   private Produce() {}
@@ -169,6 +170,9 @@ public final class Produce {
     out.put("ts", e.tsMs());
     out.put("kind", e.kind().name());
     out.put("keyId", e.keyId());
+    if (e.metadata() != null) {
+      out.put("metadata", e.metadata());
+    }
     return out;
   }
 
@@ -195,6 +199,9 @@ public final class Produce {
       if (bad > 0 && i % every == 0 && i / every < bad) {
         String code = BAD_CODES.get((i / every) % BAD_CODES.size());
         return new Planned(bad(code, e), code, null);
+      }
+      if (!o.get("metadata").isEmpty() && e.kind() == Kind.SCORE) {
+        e = e.withMetadata(o.get("metadata"));  // written as schema v2
       }
       ProducerRecord<byte[], byte[]> record = producer.record(e);
       return new Planned(record, "ok", e.withSignature(keyId, new byte[0]));

@@ -15,6 +15,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 public final class ScoreProducer implements AutoCloseable {
   private final KafkaProducer<byte[], byte[]> producer;
   private final WireCodec codec = WireCodec.v1();
+  // Events with metadata are written as schema v2.
+  private final WireCodec codecV2 = WireCodec.v2();
   private final Keyring keyring;
   private final String keyId;
   private final String topic;
@@ -49,7 +51,7 @@ public final class ScoreProducer implements AutoCloseable {
     Checks.check(event);
     ScoreEvent signed = keyring.sign(event, keyId);
     return new ProducerRecord<>(
-        topic, signed.playerId().getBytes(StandardCharsets.UTF_8), codec.encode(signed));
+        topic, signed.playerId().getBytes(StandardCharsets.UTF_8), (signed.metadata() == null ? codec : codecV2).encode(signed));
   }
 
   /** Queues {@code event}; the future completes once the brokers have it. */

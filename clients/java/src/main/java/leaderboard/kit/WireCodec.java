@@ -31,6 +31,10 @@ public final class WireCodec {
   public static final int SCHEMA_ID_V1 = 1;
   /** The registered v1 schema, shipped in the jar as a resource. */
   public static final String SCHEMA_RESOURCE = "score_event.v1.avsc";
+  /** v2's id: v1 plus an optional metadata string. */
+  public static final int SCHEMA_ID_V2 = 2;
+  /** The registered v2 schema resource. */
+  public static final String SCHEMA_RESOURCE_V2 = "score_event.v2.avsc";
 
   private static final int HEADER = 5;
   private final int schemaId;
@@ -50,11 +54,21 @@ public final class WireCodec {
     return new WireCodec(schemaV1(), SCHEMA_ID_V1);
   }
 
+  /** The codec of the registered v2 schema, id 2 (events with metadata). */
+  public static WireCodec v2() {
+    return new WireCodec(schemaText(SCHEMA_RESOURCE_V2), SCHEMA_ID_V2);
+  }
+
   /** The text of the v1 schema resource (schemas/score_event.v1.avsc, byte for byte). */
   public static String schemaV1() {
-    try (InputStream in = WireCodec.class.getResourceAsStream(SCHEMA_RESOURCE)) {
+    return schemaText(SCHEMA_RESOURCE);
+  }
+
+  /** The text of a schema resource (a file of schemas/, byte for byte). */
+  public static String schemaText(String resource) {
+    try (InputStream in = WireCodec.class.getResourceAsStream(resource)) {
       if (in == null) {
-        throw new IllegalStateException(SCHEMA_RESOURCE + " is missing from the classpath");
+        throw new IllegalStateException(resource + " is missing from the classpath");
       }
       return new String(in.readAllBytes(), StandardCharsets.UTF_8);
     } catch (IOException e) {
@@ -89,6 +103,11 @@ public final class WireCodec {
     record.put("kind", new GenericData.EnumSymbol(schema.getField("kind").schema(), e.kind().name()));
     record.put("keyId", e.keyId());
     record.put("sig", ByteBuffer.wrap(e.sig()));
+    if (schema.getField("metadata") != null) {
+      record.put("metadata", e.metadata());
+    } else if (e.metadata() != null) {
+      throw new IllegalArgumentException("schema id " + schemaId + " has no metadata field");
+    }
     ByteArrayOutputStream out = new ByteArrayOutputStream(96);
     BinaryEncoder encoder = EncoderFactory.get().directBinaryEncoder(out, null);
     try {
@@ -139,9 +158,11 @@ public final class WireCodec {
     ByteBuffer sig = (ByteBuffer) r.get("sig");
     byte[] sigBytes = new byte[sig.remaining()];
     sig.get(sigBytes);
+    String metadata =
+        view.getField("metadata") == null || r.get("metadata") == null ? null : text(r, "metadata");
     return new ScoreEvent(
         text(r, "eventId"), text(r, "gameId"), text(r, "playerId"), (Long) r.get("score"),
-        (Long) r.get("ts"), kinds[index], text(r, "keyId"), sigBytes);
+        (Long) r.get("ts"), kinds[index], text(r, "keyId"), sigBytes, metadata);
   }
 
   private static String text(GenericRecord r, String field) {
