@@ -142,14 +142,19 @@ class SeenLayout:
                 at.append((bucket, ids))
             return reads, at
         bits, parts = 8 * self.field_bytes, self._parts
+        low, high = parts - 1, parts.bit_length() - 1  # parts is a power of two
+        places: dict[int, tuple[int, str]] = {}  # a token is asked in three buckets
         for bucket in sorted(asked):
             by_part: dict[int, tuple[list[str | bytes], list[Token]]] = {}
             for token in cast("list[int]", asked[bucket]):
-                bag = token >> bits
-                got = by_part.get(bag % parts)
+                place = places.get(token)
+                if place is None:
+                    bag = token >> bits
+                    place = places[token] = (bag & low, str(bag >> high))
+                got = by_part.get(place[0])
                 if got is None:
-                    got = by_part[bag % parts] = ([], [])
-                got[0].append(str(bag // parts))
+                    got = by_part[place[0]] = ([], [])
+                got[0].append(place[1])
                 got[1].append(token)
             for part in sorted(by_part):
                 fields, tokens = by_part[part]
@@ -185,20 +190,22 @@ class SeenLayout:
                 for bucket, ids in written.items()
             }
         width, value, parts = self.field_bytes, self._value, self._parts
-        bits, mask = 8 * width, (1 << 8 * width) - 1
+        bits, mask, entry = 8 * width, (1 << 8 * width) - 1, self._entry
+        low, high, shift = parts - 1, parts.bit_length() - 1, 8 * value
         out: dict[str, dict[str | bytes, int | bytes]] = {}
         for bucket, ids in written.items():
             start = bucket * self.horizon_ms
+            by_part: list[dict[str | bytes, int | bytes]] = [{} for _ in range(parts)]
             for token, ts in cast("dict[int, int]", ids).items():
                 bag = token >> bits
-                key = keys.seen_part(bucket, bag % parts)
-                bags = out.get(key)
-                if bags is None:
-                    bags = out[key] = {}
-                name = str(bag // parts)
-                entry = (token & mask).to_bytes(width, "big") + (ts - start).to_bytes(value, "big")
+                bags = by_part[bag & low]
+                name = str(bag >> high)
+                packed = ((token & mask) << shift | (ts - start)).to_bytes(entry, "big")
                 before = bags.get(name)
-                bags[name] = entry if before is None else cast(bytes, before) + entry
+                bags[name] = packed if before is None else cast(bytes, before) + packed
+            for part, bags in enumerate(by_part):
+                if bags:
+                    out[keys.seen_part(bucket, part)] = bags
         return out
 
 
