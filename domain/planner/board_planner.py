@@ -144,19 +144,10 @@ class BoardPlanner:
                         if (board.key, player) not in asked:
                             asked.add((board.key, player))
                             missing.setdefault(board.key, []).append(player)
-            # A copy within the horizon, earlier or later, sits in the record's
-            # bucket or one of its two neighbours: each bucket hash is asked once,
-            # for the ids of its own and both neighbouring buckets (a batch of a
-            # replayed history touches thousands of buckets).
-            asked_seen: dict[int, list[Token]] = {}
-            for bucket, ids in buckets.items():
-                for near in (bucket - 1, bucket, bucket + 1):
-                    got = asked_seen.get(near)
-                    if got is None:
-                        asked_seen[near] = list(ids)
-                    else:
-                        got.extend(ids)
-            reads, at = layout.reads(keys, asked_seen)
+            # A copy within the horizon sits in the record's bucket or a
+            # neighbour: one read per dedupe key for the batch's ids (a batch
+            # of a replayed history touches thousands of buckets).
+            reads, at = layout.reads(keys, buckets)
             need.seen += reads
             need.seen_at += at
             if retracts and keys.boards not in self._registries:

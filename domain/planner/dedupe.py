@@ -126,40 +126,56 @@ class SeenLayout:
         return int.from_bytes(digest, "big") >> self._shift
 
     def reads(
-        self, keys: GroupKeys, asked: dict[int, list[Token]]
+        self, keys: GroupKeys, buckets: dict[int, list[Token]]
     ) -> tuple[list[tuple[str, list[str | bytes]]], list[tuple[int, list[Token]]]]:
-        """The ``HMGET``s of ``asked`` (tokens per bucket): key and fields, bucket and tokens.
+        """The ``HMGET``s that find the tokens of records of ``buckets``: key and fields.
 
-        The two lists are parallel: the second says which bucket and tokens
-        the values of each ``HMGET`` answer for (:meth:`stored`).
+        Every copy within a horizon of a record sits in the record's bucket or
+        one of its two neighbours, so each token is asked in all three; one
+        ``HMGET`` per key for all the record buckets that ask it. The second
+        list is parallel to the first: the bucket and tokens each ``HMGET``
+        answers for (:meth:`stored`).
         """
-        reads: list[tuple[str, list[str | bytes]]] = []
-        at: list[tuple[int, list[Token]]] = []
         if not self.split:
-            for bucket in sorted(asked):
-                ids = asked[bucket]
-                reads.append((keys.seen(bucket), cast("list[str | bytes]", list(ids))))
-                at.append((bucket, ids))
-            return reads, at
+            asked: dict[int, list[Token]] = {}
+            for bucket, ids in buckets.items():
+                for near in (bucket - 1, bucket, bucket + 1):
+                    asked.setdefault(near, []).extend(ids)
+            near_ids = [(near, asked[near]) for near in sorted(asked)]
+            return [
+                (keys.seen(near), cast("list[str | bytes]", ids)) for near, ids in near_ids
+            ], near_ids
         bits, parts = 8 * self.field_bytes, self._parts
         low, high = parts - 1, parts.bit_length() - 1  # parts is a power of two
-        places: dict[int, tuple[int, str]] = {}  # a token is asked in three buckets
-        for bucket in sorted(asked):
+        # Each record bucket's tokens by part (bag fields and tokens), once ...
+        grouped: list[tuple[int, dict[int, tuple[list[str | bytes], list[Token]]]]] = []
+        for bucket, ids in buckets.items():
             by_part: dict[int, tuple[list[str | bytes], list[Token]]] = {}
-            for token in cast("list[int]", asked[bucket]):
-                place = places.get(token)
-                if place is None:
-                    bag = token >> bits
-                    place = places[token] = (bag & low, str(bag >> high))
-                got = by_part.get(place[0])
+            for token in cast("list[int]", ids):
+                bag = token >> bits
+                got = by_part.get(bag & low)
                 if got is None:
-                    got = by_part[place[0]] = ([], [])
-                got[0].append(place[1])
+                    got = by_part[bag & low] = ([], [])
+                got[0].append(str(bag >> high))
                 got[1].append(token)
-            for part in sorted(by_part):
-                fields, tokens = by_part[part]
-                reads.append((keys.seen_part(bucket, part), fields))
-                at.append((bucket, tokens))
+            grouped.append((bucket, by_part))
+        # ... then asked in that bucket and both neighbours.
+        merged: dict[tuple[int, int], tuple[list[str | bytes], list[Token]]] = {}
+        for bucket, by_part in grouped:
+            for near in (bucket - 1, bucket, bucket + 1):
+                for part, (fields, tokens) in by_part.items():
+                    got = merged.get((near, part))
+                    if got is None:
+                        merged[(near, part)] = (list(fields), list(tokens))
+                    else:
+                        got[0].extend(fields)
+                        got[1].extend(tokens)
+        reads: list[tuple[str, list[str | bytes]]] = []
+        at: list[tuple[int, list[Token]]] = []
+        for near, part in sorted(merged):
+            fields, tokens = merged[(near, part)]
+            reads.append((keys.seen_part(near, part), fields))
+            at.append((near, tokens))
         return reads, at
 
     def stored(self, bucket: int, token: Token, value: bytes | int) -> int | None:
