@@ -251,10 +251,12 @@ def memory(client: RedisClient, namespace: str) -> dict[str, float | None]:
     board = keys.board("alltime")
     members = int(client.zcard(board))
     board_bytes = int(client.memory_usage(board, samples=0) or 0)
-    ids = seen_bytes = 0
+    seen_bytes = 0
     for key in client.scan_iter(match=f"{keys.prefix}meta:seen:*", count=1000):
-        ids += int(client.hlen(key))
         seen_bytes += int(client.memory_usage(key, samples=0) or 0)
+    # Every record applied or found a no-op kept its id (fingerprint bags hold
+    # many ids per field, so the fields do not count them).
+    ids = sum(int(v or 0) for v in client.hmget(keys.stats, "applied", "noop"))
     return {
         "board_bytes_per_member": round(board_bytes / members, 1) if members else None,
         "dedupe_bytes_per_event": round(seen_bytes / ids, 1) if ids else None,

@@ -10,7 +10,10 @@ and its bookkeeping share one cluster slot and can change in one MULTI/EXEC:
 ``<ns>:{<tag>}:hourly:…``/``monthly:…`` hour and month boards (zoned ids, GAMES.md)
 ``<ns>:{<tag>}:season:<name>``      a configured season's board, kept
 ``<ns>:{<tag>}:meta:wm``            hash ``<topic>/<partition>`` -> last applied offset
-``<ns>:{<tag>}:meta:seen:<bucket>`` hash eventId -> record timestamp (dedupe)
+``<ns>:{<tag>}:meta:seen:<b>:<part>`` hash bag -> packed fingerprints and record
+                                    times of bucket ``<b>`` (dedupe,
+                                    ``domain.planner.dedupe``; ``meta:seen:<b>``:
+                                    eventId -> record time)
 ``<ns>:{<tag>}:meta:boards``        set of window ids ever written (for RETRACT)
 ``<ns>:{<tag>}:meta:stats``         hash of exactly-once counters
 ``<ns>:{<tag>}:tournament:<name>``  a tournament's board (sorted set, never expires)
@@ -97,7 +100,12 @@ class GroupKeys:
         return f"{self.prefix}meta:wm"
 
     def seen(self, bucket: int) -> str:
+        """A record-time bucket's event ids (the full-id dedupe layout)."""
         return f"{self.prefix}meta:seen:{bucket}"
+
+    def seen_part(self, bucket: int, part: int) -> str:
+        """One part of a record-time bucket's fingerprint bags (the default dedupe layout)."""
+        return f"{self.prefix}meta:seen:{bucket}:{part}"
 
     @property
     def boards(self) -> str:

@@ -18,6 +18,7 @@ from domain.keys import GroupKeys, group_tag, watermark_field
 from domain.operators import apply_composite, apply_composite_asc
 from domain.planner.cache import GenerationalCache
 from domain.planner.changes import emit
+from domain.planner.dedupe import PLANNED_RATE, SeenLayout, Token
 from domain.planner.fold import MAX_UPDATES, Fold, fold, pieces
 from domain.planner.model import (
     Board,
@@ -46,6 +47,8 @@ class BoardPlanner:
         changes: bool = True,
         fresh: bool = False,
         max_updates: int = MAX_UPDATES,
+        dedupe_rate: int = PLANNED_RATE,
+        dedupe_layout: SeenLayout | None = None,
     ) -> None:
         """A planner for ``namespace``.
 
@@ -60,6 +63,10 @@ class BoardPlanner:
         seen has no board value anywhere, so none is read from Redis.
         ``max_updates`` bounds the Redis updates of one atomic group write
         (:func:`pieces`; 0: one write per group and batch, however large).
+        ``dedupe_rate``: the events/s of one group the dedupe layout is sized
+        for (:class:`~domain.planner.dedupe.SeenLayout`; 0: full event ids),
+        or ``dedupe_layout`` the layout itself. Every writer of a namespace
+        must use the same layout and horizon.
         """
         self._namespace = namespace
         self._max_updates = max_updates
@@ -70,6 +77,12 @@ class BoardPlanner:
         # bucket b+1 ends; the TTL runs from the bucket's last write, so two
         # horizons plus a minute of lag suffice.
         self._seen_ttl_s = 2 * self._horizon_ms // 1000 + 60
+        self._layout = dedupe_layout or SeenLayout.sized(self._horizon_ms, dedupe_rate)
+        if self._layout.horizon_ms != self._horizon_ms:
+            raise ConfigError(
+                f"the dedupe layout's horizon ({self._layout.horizon_ms} ms) is not the "
+                f"planner's ({self._horizon_ms} ms)"
+            )
         self._entries: GenerationalCache[dict[str, int | None]] = GenerationalCache(cache_capacity)
         #: Per (tag, player): {tournament: attempts counted} (read on a miss).
         self._attempts: GenerationalCache[dict[str, int]] = GenerationalCache(cache_capacity)
@@ -92,26 +105,30 @@ class BoardPlanner:
         field_name = watermark_field(batch.topic, batch.partition)
         horizon = self._horizon_ms
         fresh = self._fresh
+        layout = self._layout
+        token_of = layout.token
         groups = need.groups = self._groups(batch)
         for group in groups:
             keys = group.keys
             tag = keys.tag
             if (keys.watermarks, field_name) not in self._watermarks:
                 need.watermarks.append((keys.watermarks, field_name))
-            buckets: dict[int, list[str]] = {}
+            buckets: dict[int, list[Token]] = {}
+            tokens = group.tokens
             missing: dict[str, list[str]] = {}
             counts: dict[str, list[str]] = {}
             retracts = False
             asked: set[tuple[str, str]] = set()
             last_bucket: int | None = None
-            ids: list[str] = []
+            ids: list[Token] = []
             for rec in group.records:
                 event = rec.event
                 bucket = rec.record_ts_ms // horizon
                 if bucket != last_bucket:
                     last_bucket = bucket
                     ids = buckets.setdefault(bucket, [])
-                ids.append(event.event_id)
+                token = tokens[event.event_id] = token_of(event.event_id)
+                ids.append(token)
                 if event.kind is EventKind.RETRACT:
                     retracts = True
                     continue
@@ -127,19 +144,12 @@ class BoardPlanner:
                         if (board.key, player) not in asked:
                             asked.add((board.key, player))
                             missing.setdefault(board.key, []).append(player)
-            # A copy within the horizon, earlier or later, sits in the record's
-            # bucket or one of its two neighbours: each bucket hash is asked once,
-            # for the ids of its own and both neighbouring buckets (a batch of a
-            # replayed history touches thousands of buckets).
-            asked_seen: dict[int, list[str]] = {}
-            for bucket, ids in buckets.items():
-                for near in (bucket - 1, bucket, bucket + 1):
-                    got = asked_seen.get(near)
-                    if got is None:
-                        asked_seen[near] = list(ids)
-                    else:
-                        got.extend(ids)
-            need.seen.extend((keys.seen(near), asked_seen[near]) for near in sorted(asked_seen))
+            # A copy within the horizon sits in the record's bucket or a
+            # neighbour: one read per dedupe key for the batch's ids (a batch
+            # of a replayed history touches thousands of buckets).
+            reads, at = layout.reads(keys, buckets)
+            need.seen += reads
+            need.seen_at += at
             if retracts and keys.boards not in self._registries:
                 need.registries.append(keys.boards)
             need.scores.extend(missing.items())
@@ -184,12 +194,15 @@ class BoardPlanner:
             key: (-1 if value is None else value)
             for (key, _), value in zip(lookups.watermarks, results.watermarks, strict=True)
         }
-        seen_read: dict[str, dict[str, int]] = {}
-        for (key, ids), values in zip(lookups.seen, results.seen, strict=True):
-            got = seen_read.setdefault(key, {})
-            for event_id, ts in zip(ids, values, strict=True):
-                if ts is not None:
-                    got[event_id] = ts
+        seen_read: dict[int, dict[Token, int]] = {}
+        stored = self._layout.stored
+        for (bucket, tokens), values in zip(lookups.seen_at, results.seen, strict=True):
+            got = seen_read.setdefault(bucket, {})
+            for token, value in zip(tokens, values, strict=True):
+                if value is not None:
+                    ts = stored(bucket, token, value)
+                    if ts is not None:
+                        got[token] = ts
         scores_read: dict[tuple[str, str], int | None] = {}
         for (key, players), answers in zip(lookups.scores, results.scores, strict=True):
             for player, answer in zip(players, answers, strict=True):
@@ -248,12 +261,14 @@ class BoardPlanner:
             self._board,
             reads.seen,
             reads.scores,
+            self._layout,
+            group.tokens,
         )
         writes: list[GroupWrite] = []
         registered: set[str] = set()
         for piece in pieces(fresh, self._max_updates, len(state.registry)):
             if writes:
-                state.next_piece(writes[-1])
+                state.next_piece()
             write = GroupWrite(keys=keys, seen_ttl_s=self._seen_ttl_s, expected=watermark)
             fold(state, piece, write)
             emit(state, group, write, plan, self._changes)

@@ -18,7 +18,7 @@ from domain.games import Operator
 from domain.keys import GroupKeys
 from domain.operators import saturates_composite
 from domain.planner.cache import GenerationalCache
-from domain.planner.dedupe import seen_within, sources
+from domain.planner.dedupe import SeenLayout, Token, seen_within, sources
 from domain.planner.model import (
     APPLIED,
     DUPLICATE,
@@ -89,9 +89,12 @@ class Fold:
     entries: GenerationalCache[dict[str, int | None]]
     #: The board a record's window names (the planner keeps them).
     board_of: Callable[[GroupKeys, Accepted, Window], Board]
-    #: The batch's reads: event ids per seen-bucket key, values per (board, player).
-    seen_read: dict[str, dict[str, int]]
+    #: The batch's reads: dedupe tokens per record-time bucket, values per (board, player).
+    seen_read: dict[int, dict[Token, int]]
     scores_read: dict[tuple[str, str], int | None]
+    #: How event ids become dedupe tokens and Redis fields, and the group's tokens.
+    layout: SeenLayout
+    tokens: dict[str, Token]
     boards: dict[str, Board] = field(default_factory=dict)
     #: Per player: the values before the current piece and as the piece goes.
     initial: dict[str, dict[str, int | None]] = field(default_factory=dict)
@@ -100,6 +103,8 @@ class Fold:
     carried: dict[str, dict[str, int | None]] = field(default_factory=dict)
     #: Windows the current piece registered (once per window and piece).
     touched: set[str] = field(default_factory=set)
+    #: The current piece's applied tokens per record-time bucket (its dedupe writes).
+    written: dict[int, dict[Token, int]] = field(default_factory=dict)
     retracted: bool = False
     #: Per (window id, player) the piece changed: the metadata of the event
     #: that changed it last (None: an event without metadata).
@@ -149,8 +154,8 @@ class Fold:
                 before[window_id] = self.scores_read.get(key, UNKNOWN)
             mine[window_id] = None
 
-    def next_piece(self, done: GroupWrite) -> None:
-        """Start a piece where ``done`` ended: its values and event ids are now the past."""
+    def next_piece(self) -> None:
+        """Start a piece where the last one ended: its values and event ids are now the past."""
         if self.retracted:
             for player, mine in self.working.items():
                 self.carried[player] = {w: v for w, v in mine.items() if v != UNKNOWN}
@@ -159,8 +164,9 @@ class Fold:
         self.initial, self.working = {}, {}
         self.touched = set()
         self.setters = {}
-        for key, ids in done.seen.items():
-            self.seen_read.setdefault(key, {}).update(ids)
+        for bucket, ids in self.written.items():
+            self.seen_read.setdefault(bucket, {}).update(ids)
+        self.written = {}
         self.tally.next_piece()
 
 
@@ -168,22 +174,25 @@ def fold(state: Fold, piece: list[Accepted], write: GroupWrite) -> None:
     """Fold ``piece`` into ``state``'s working values; the event ids and counters into ``write``."""
     horizon = state.horizon_ms
     working, initial = state.working, state.initial
+    tokens, token_of = state.tokens, state.layout.token
     applied = noop = duplicates = saturated = 0
     last_bucket: int | None = None
-    ids: dict[str, int] = {}
-    known: tuple[dict[str, int], ...] = ()
+    ids: dict[Token, int] = {}
+    known: tuple[dict[Token, int], ...] = ()
     for rec in piece:
         event = rec.event
         record_ts = rec.record_ts_ms
         bucket = record_ts // horizon
         if bucket != last_bucket:
             last_bucket = bucket
-            ids, known = sources(state.keys, bucket, write.seen, state.seen_read)
-        event_id = event.event_id
-        if seen_within(known, event_id, record_ts, horizon):
+            ids, known = sources(bucket, state.written, state.seen_read)
+        token = tokens.get(event.event_id)
+        if token is None:
+            token = token_of(event.event_id)
+        if seen_within(known, token, record_ts, horizon):
             duplicates += 1
             continue
-        ids[event_id] = record_ts
+        ids[token] = record_ts
         player = event.player_id
         mine = working.get(player)
         if mine is None:
@@ -198,6 +207,8 @@ def fold(state: Fold, piece: list[Accepted], write: GroupWrite) -> None:
         else:
             noop += 1
         saturated += outcome >> 1
+    write.seen = state.layout.writes(state.keys, state.written)
+    write.seen_append = state.layout.appends
     write.stats = {APPLIED: applied, NOOP: noop, DUPLICATE: duplicates, SATURATED: saturated}
 
 

@@ -16,6 +16,7 @@ from domain.games import Operator, Tournament
 from domain.keys import GroupKeys
 from domain.operators import apply_composite
 from domain.outcomes import COUNTERS as COUNTERS
+from domain.planner.dedupe import Token
 from domain.records import Accepted
 
 #: Counter names kept in ``meta:stats`` (written in the same transaction as the boards):
@@ -54,7 +55,8 @@ class Lookups:
     """What must be read from Redis before a batch can be planned."""
 
     watermarks: list[tuple[str, str]] = field(default_factory=list)
-    seen: list[tuple[str, list[str]]] = field(default_factory=list)
+    #: ``HMGET`` of dedupe fields (``domain.planner.dedupe.SeenLayout.reads``) ...
+    seen: list[tuple[str, list[str | bytes]]] = field(default_factory=list)
     scores: list[tuple[str, list[str]]] = field(default_factory=list)
     registries: list[str] = field(default_factory=list)
     #: Tournament counts (``HMGET``): players' attempts, partitions' seats taken.
@@ -63,6 +65,8 @@ class Lookups:
     #: them: :meth:`BoardPlanner.plan` of the same batch takes them instead of
     #: grouping again. Not a read.
     groups: list[Group] | None = field(default=None, repr=False, compare=False)
+    #: ... and, parallel to ``seen``, the bucket and tokens each answers for. Not a read.
+    seen_at: list[tuple[int, list[Token]]] = field(default_factory=list, repr=False)
 
     def __bool__(self) -> bool:
         return bool(self.watermarks or self.seen or self.scores or self.registries or self.counts)
@@ -73,7 +77,8 @@ class LookupResults:
     """Redis's answers, in the order of the :class:`Lookups` lists."""
 
     watermarks: list[int | None] = field(default_factory=list)
-    seen: list[list[int | None]] = field(default_factory=list)
+    #: Raw values (``SeenLayout.stored`` reads them).
+    seen: list[list[bytes | int | None]] = field(default_factory=list)
     scores: list[list[float | int | None]] = field(default_factory=list)
     registries: list[set[str]] = field(default_factory=list)
     counts: list[list[int | None]] = field(default_factory=list)
@@ -124,8 +129,11 @@ class GroupWrite:
     expire_at_s: dict[str, int] = field(default_factory=dict)
     #: Window ids the batch wrote in this group (SADDed to the registry every time).
     new_windows: list[str] = field(default_factory=list)
-    seen: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Dedupe key -> field -> value (``domain.planner.dedupe.SeenLayout.writes``):
+    #: HSET, or with ``seen_append`` appended to what the field holds; then EXPIRE.
+    seen: dict[str, dict[str | bytes, int | bytes]] = field(default_factory=dict)
     seen_ttl_s: int = 0
+    seen_append: bool = False
     watermark: tuple[str, int] = ("", -1)
     #: The stored watermark this plan was based on (-1: none). Redis refuses
     #: the write when it holds anything else below ``watermark``: it lost
@@ -171,6 +179,8 @@ class Group:
 
     keys: GroupKeys
     records: list[Accepted]
+    #: The records' dedupe tokens by event id (filled with the lookups, used by the fold).
+    tokens: dict[str, Token] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +188,8 @@ class Reads:
     """A batch's lookup answers, by key."""
 
     watermarks: dict[str, int]
-    seen: dict[str, dict[str, int]]
+    #: Per record-time bucket: token -> record time of the applied copy.
+    seen: dict[int, dict[Token, int]]
     scores: dict[tuple[str, str], int | None]
     registries: dict[str, set[str]]
     counts: dict[tuple[str, str], int]

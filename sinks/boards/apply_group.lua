@@ -45,9 +45,29 @@ for _ = 1, tonumber(take()) do            -- expireat: key index, unix seconds
 end
 local nw = tonumber(take())               -- registry: n, window id*
 if nw > 0 then chunked('SADD', KEYS[3], i, nw, 1); i = i + nw end
-for _ = 1, tonumber(take()) do            -- seen: key index, ttl, n, (id ts)*
+-- Appends each value to what its field holds: one HMGET and one HSET per chunk.
+local function appended(key, first, n)
+  local at = first
+  while at < first + 2 * n do
+    local stop = math.min(at + per * 2, first + 2 * n)
+    local fields = {}
+    for j = at, stop - 1, 2 do fields[#fields + 1] = ARGV[j] end
+    local held = redis.call('HMGET', key, unpack(fields))
+    local pairs_ = {}
+    for j = 1, #fields do
+      pairs_[2 * j - 1] = fields[j]
+      pairs_[2 * j] = (held[j] or '') .. ARGV[at + 2 * j - 1]
+    end
+    redis.call('HSET', key, unpack(pairs_))
+    at = stop
+  end
+end
+local nseen = tonumber(take())            -- seen: n, append?, then per key:
+local append = take() == '1'              --   key index, ttl, n, (field value)*
+for _ = 1, nseen do
   local k = KEYS[tonumber(take())]; local ttl = take(); local n = tonumber(take())
-  chunked('HSET', k, i, n, 2); i = i + 2 * n
+  if append then appended(k, i, n) else chunked('HSET', k, i, n, 2) end
+  i = i + 2 * n
   redis.call('EXPIRE', k, ttl)
 end
 for _ = 1, tonumber(take()) do            -- counts: key index, n, (field value)*

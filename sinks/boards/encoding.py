@@ -88,7 +88,7 @@ def encode(
     for key, at in write.expire_at_s.items():
         args += [key_index(key), at]
     args += [len(write.new_windows), *write.new_windows]
-    args.append(len(write.seen))
+    args += [len(write.seen), 1 if write.seen_append else 0]
     for key, ids in write.seen.items():
         args += [key_index(key), write.seen_ttl_s, len(ids)]
         for event_id, ts in ids.items():

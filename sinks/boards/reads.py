@@ -13,7 +13,7 @@ from domain.planner import LookupResults, Lookups
 READ_CHUNK = 1000
 
 
-def _spans(items: Sequence[str]) -> list[Sequence[str]]:
+def _spans(items: Sequence[str | bytes]) -> list[Sequence[str | bytes]]:
     """``items`` in runs of at most :data:`READ_CHUNK` (one read command each)."""
     if len(items) <= READ_CHUNK:
         return [items]
@@ -48,7 +48,7 @@ def parse_reads(
     """The replies of :func:`read_commands` (after ``skip`` progress writes), decoded."""
     at = skip
 
-    def joined(items: Sequence[str]) -> list[Any]:
+    def joined(items: Sequence[str | bytes]) -> list[Any]:
         nonlocal at
         out: list[Any] = []
         for _ in _spans(items):
@@ -63,7 +63,7 @@ def parse_reads(
             got.watermarks.append(None if value is None else int(value))
         at += len(lookups.watermarks)
         for _, ids in lookups.seen:
-            got.seen.append([None if v is None else int(v) for v in joined(ids)])
+            got.seen.append(joined(ids))  # raw: ids' record times, or fingerprint bags
         for _, players in lookups.scores:
             # Doubles arrive as text (RESP2); composites stay below 2**53, exact.
             got.scores.append([None if v is None else float(v) for v in joined(players)])

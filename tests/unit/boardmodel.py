@@ -12,11 +12,12 @@ would hold (sorted sets, hashes, sets), answering the planner's reads the way
   call answers -1 (Redis lost writes);
 * otherwise ZADD, then ZREM (a sorted set left empty disappears, with its
   expiry), EXPIREAT (a no-op on a key that does not exist), SADD of the new
-  window ids to the registry, HSET + EXPIRE of the seen ids, HSET of the
-  tournament counts (attempts, seats), HINCRBY of every non-zero counter, the
-  entry metadata (when a board's metadata hash exists, HDEL of every member the
-  write added or removed and of the listed clears; then HSET of the listed
-  metadata and EXPIREAT) and finally HSET of the watermark.
+  window ids to the registry, HSET (fingerprint bags: appended to) + EXPIRE of
+  the seen ids, HSET of the tournament counts (attempts, seats), HINCRBY of
+  every non-zero counter, the entry metadata (when a board's metadata hash
+  exists, HDEL of every member the write added or removed and of the listed
+  clears; then HSET of the listed metadata and EXPIREAT) and finally HSET of
+  the watermark.
 
 Expiry never fires here; the EXPIREAT / EXPIRE values are recorded so tests
 can assert them.
@@ -49,7 +50,8 @@ class BoardModel:
     """The Redis data of a namespace, as plain dictionaries."""
 
     zsets: dict[str, dict[str, float]] = field(default_factory=dict)
-    hashes: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Field -> value; dedupe fields are bytes (fingerprints) or str (event ids).
+    hashes: dict[str, dict[Any, Any]] = field(default_factory=dict)
     sets: dict[str, set[str]] = field(default_factory=dict)
     #: EXPIREAT unix seconds of keys that have one (dropped when the key disappears).
     expire_at: dict[str, int] = field(default_factory=dict)
@@ -119,8 +121,12 @@ class BoardModel:
         if write.new_windows:
             self.sets.setdefault(keys.boards, set()).update(write.new_windows)
         for key, ids in write.seen.items():
-            if ids:
-                self.hashes.setdefault(key, {}).update({k: int(v) for k, v in ids.items()})
+            held = self.hashes.setdefault(key, {})
+            for name, stored in ids.items():
+                if write.seen_append:  # fingerprint bags: appended to
+                    held[name] = held.get(name, b"") + stored
+                else:
+                    held[name] = int(stored)
             if self._exists(key):  # EXPIRE of a missing key does nothing
                 self.ttl[key] = int(write.seen_ttl_s)
         for key, values in write.counts.items():
@@ -167,7 +173,7 @@ class BoardModel:
         """Every non-empty sorted set."""
         return {key: dict(board) for key, board in self.zsets.items() if board}
 
-    def hashes_with(self, marker: str) -> dict[str, dict[str, int]]:
+    def hashes_with(self, marker: str) -> dict[str, dict[Any, Any]]:
         """The hashes whose key contains ``marker`` (``:meta:wm``, ``:meta:seen:`` ...)."""
         return {key: dict(h) for key, h in self.hashes.items() if marker in key and h}
 
