@@ -53,6 +53,7 @@ from readers.async_boards import AsyncBoardReader
 from readers.boards import BoardReader
 from readers.friends import FriendsReader
 from readers.hot import HotReader
+from readers.profiles import AsyncProfileReader, ProfileReader
 from schemas.codec import ScoreEventCodec
 
 API_VERSION = VERSION
@@ -168,6 +169,8 @@ def _lifespan(
         state.boards = BoardReader(sync_client, games, settings.namespace)
         state.async_boards = AsyncBoardReader(state.boards, async_client)
         state.friends = FriendsReader(sync_client, games, settings.namespace)
+        state.profiles = ProfileReader(sync_client, settings.namespace)
+        state.async_profiles = AsyncProfileReader(async_client, settings.namespace)
         state.hot = HotReader(sync_client, games, settings.namespace)
         state.intake = ScoreIntake(
             parse_keyring(settings.hmac_keys.reveal()),

@@ -119,7 +119,15 @@ class TournamentsQuery(_Query):
     rank_mode: RankMode = "unique"
 
 
-class TopQuery(RankedQuery):
+class _Profiled(_Query):
+    """Reads whose entries carry profiles unless asked not to."""
+
+    profile: bool = Field(
+        True, description="carry each entry's profile (display name, avatar); false skips it"
+    )
+
+
+class TopQuery(RankedQuery, _Profiled):
     """A page: by offset, or after a cursor (not both)."""
 
     limit: int = Field(10, ge=1, le=MAX_LIMIT, description="page size")
@@ -127,7 +135,7 @@ class TopQuery(RankedQuery):
     cursor: str | None = Field(None, description="nextCursor of the previous page")
 
 
-class NeighborsQuery(RankedQuery):
+class NeighborsQuery(RankedQuery, _Profiled):
     """How many neighbours on each side."""
 
     k: int = Field(5, ge=0, le=MAX_K, description="neighbours on each side")
@@ -140,7 +148,7 @@ class HotQuery(WindowQuery):
     playerId: str | None = Field(None, description="also estimate this player's event count")
 
 
-class FriendsBoardQuery(WindowQuery):
+class FriendsBoardQuery(WindowQuery, _Profiled):
     """Whose friends board."""
 
     playerId: str = Field(description="whose friends")

@@ -51,6 +51,7 @@ from readers.async_boards import AsyncBoardReader
 from readers.boards import BoardReader
 from readers.friends import FriendsReader
 from readers.hot import HotReader
+from readers.profiles import AsyncProfileReader, ProfileReader
 
 router = APIRouter()
 
@@ -91,6 +92,16 @@ async def _sync_boards(request: Request) -> BoardReader:
     return reader
 
 
+async def _profiles(request: Request) -> AsyncProfileReader:
+    reader: AsyncProfileReader = request.app.state.async_profiles
+    return reader
+
+
+async def _sync_profiles(request: Request) -> ProfileReader:
+    reader: ProfileReader = request.app.state.profiles
+    return reader
+
+
 async def _hot(request: Request) -> HotReader:
     reader: HotReader = request.app.state.hot
     return reader
@@ -109,6 +120,8 @@ FriendsOf = Annotated[FriendsReader, Depends(_friends)]
 Now = Annotated[int, Depends(_now)]
 HotOf = Annotated[HotReader, Depends(_hot)]
 SyncBoards = Annotated[BoardReader, Depends(_sync_boards)]
+Profiles = Annotated[AsyncProfileReader, Depends(_profiles)]
+SyncProfiles = Annotated[ProfileReader, Depends(_sync_profiles)]
 _NoQuery = Annotated[NoQuery, Query()]
 
 
@@ -125,12 +138,19 @@ def _absent(player_id: str, window_id: str) -> ApiError:
     summary="One page of a board, best first",
 )
 async def top(
-    game: GameId, q: Annotated[TopQuery, Query()], boards: AsyncBoards, now: Now
+    game: GameId,
+    q: Annotated[TopQuery, Query()],
+    boards: AsyncBoards,
+    profiles: Profiles,
+    now: Now,
 ) -> TopPage:
     """One page by offset or cursor; ``nextCursor`` is null at the end."""
-    return await boards.top(
+    page = await boards.top(
         game, q.window, q.limit, q.offset, q.cursor or None, now_ms=now, ranks=q.rank_mode
     )
+    if q.profile:
+        await profiles.hydrate(page)
+    return page
 
 
 @router.get(
@@ -164,12 +184,15 @@ async def neighbors(
     player: PlayerId,
     q: Annotated[NeighborsQuery, Query()],
     boards: AsyncBoards,
+    profiles: Profiles,
     now: Now,
 ) -> AroundAnswer:
     """``above + [player] + below`` is one contiguous slice; 404 without a score."""
     answer = await boards.around(game, player, q.window, q.k, now_ms=now, ranks=q.rank_mode)
     if answer["player"] is None:
         raise _absent(player, answer["window"])
+    if q.profile:
+        await profiles.hydrate(answer)
     return answer
 
 
@@ -200,11 +223,14 @@ def friends_board(
     game: GameId,
     q: Annotated[FriendsBoardQuery, Query()],
     friends: FriendsOf,
+    profiles: SyncProfiles,
     now: Now,
     response: Response,
 ) -> FriendsBoard:
     """Cached for about 5 s (``Cache-Control: private, max-age=<ttl>``)."""
     board = friends.board(game, q.playerId, q.window, now_ms=now)
+    if q.profile:
+        profiles.hydrate(board)
     response.headers["Cache-Control"] = f"private, max-age={board['ttl']}"
     return board
 

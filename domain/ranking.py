@@ -24,11 +24,12 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired
 
 from typing_extensions import TypedDict
 
 from domain.errors import EncodingError, QueryError
+from domain.profiles import Profile
 from domain.scoring import MAX_EXACT, TieCodec
 
 __all__ = [
@@ -84,6 +85,8 @@ class Entry(TypedDict):
     """1-based; null beyond the game's exact tier"""
     playerId: str
     score: int
+    profile: NotRequired[Profile | None]
+    """the player's display name, avatar and country (null: none); absent with profile=false"""
 
 
 def board_key(member: Member) -> tuple[int, str]:

@@ -1,0 +1,278 @@
+"""Profiles end to end: the job projects the compacted topic, readers hydrate pages.
+
+Real Kafka and Redis (standalone and the local Redis Cluster): signed records
+set a profile, a tombstone or a refused record erases it, refused records are
+dead-lettered with their code, a replay gives the same buckets, and a page's
+profiles cost one batched lookup (counted with Redis's own command stats).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from redis.cluster import RedisCluster
+
+from adapters.redis import RedisClient, text
+from config.settings import Settings
+from domain.profiles import BUCKETS, ProfileKeys, all_buckets, bucket_of, sign_profile
+from domain.signing import parse_keyring
+from producer.profiles import (
+    ensure_profiles_topic,
+    produce_erasure,
+    produce_profile,
+    profile_producer,
+)
+from readers.profiles import ProfileReader
+from schemas.profile_codec import ProfileCodec
+from tests.integration.streams import KEYS, lb, read_dead_letters, stream_and_env
+
+pytestmark = pytest.mark.integration
+
+CODEC = ProfileCodec.from_registry()
+KEYRING = parse_keyring(KEYS)
+STRANGER = parse_keyring("k1:" + "77" * 32)
+PLAYERS = [f"p{i:04d}" for i in range(150)]
+
+
+def _named(player: str, version: int = 1) -> dict[str, Any]:
+    return {
+        "displayName": f"Name {player} v{version}",
+        "avatarUrl": f"https://img.example/{player}.png",
+        "country": "FR",
+        "updatedAt": 1_700_000_000_000 + version,
+    }
+
+
+def _produce_profiles(env: dict[str, str]) -> dict[str, dict[str, Any] | None]:
+    """Profiles of most players, then tombstones and refused records; what Redis must hold."""
+    settings = Settings.from_env(env)
+    ensure_profiles_topic(settings)
+    expected: dict[str, dict[str, Any] | None] = {}
+    with profile_producer(settings) as producer:
+        for version in (1, 2):  # every player's second record replaces its first
+            for player in PLAYERS[:120]:
+                doc = _named(player, version)
+                record = sign_profile(
+                    KEYRING,
+                    "k1",
+                    player_id=player,
+                    display_name=doc["displayName"],
+                    avatar_url=doc["avatarUrl"],
+                    country=doc["country"],
+                    updated_at_ms=doc["updatedAt"],
+                )
+                produce_profile(producer, CODEC, record)
+                expected[player] = doc
+        for player in PLAYERS[100:105]:  # erased by a tombstone
+            produce_erasure(producer, player)
+            expected[player] = None
+        forged = sign_profile(
+            STRANGER, "k1", player_id=PLAYERS[105], display_name="Forged", updated_at_ms=1
+        )
+        produce_profile(producer, CODEC, forged)  # SIGNATURE: erases the older one
+        expected[PLAYERS[105]] = None
+        producer.produce_record(PLAYERS[106].encode(), b"\x00\x00\x00\x00\x64\x02")  # DECODE
+        expected[PLAYERS[106]] = None
+        producer.flush(30)
+    return expected
+
+
+def _buckets(client: RedisClient, namespace: str) -> dict[str, dict[str, str]]:
+    """Every bucket's profiles, as text."""
+    out: dict[str, dict[str, str]] = {}
+    for keys in all_buckets(namespace):
+        held = client.hgetall(keys.profiles)
+        out[str(keys.bucket)] = {text(k): text(v) for k, v in held.items()}
+    return out
+
+
+def _run_job(tmp_path: Path, env: dict[str, str], *flags: str) -> None:
+    done = lb(["run", "--until-end", *flags], env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def _check_projection(
+    client: RedisClient, namespace: str, expected: dict[str, dict[str, Any] | None]
+) -> None:
+    found = ProfileReader(client, namespace).lookup(PLAYERS)
+    assert found == {p: doc for p, doc in expected.items() if doc is not None}
+
+
+def test_job_projects_profiles_exactly_once_and_pages_carry_them(
+    kafka_bootstrap: str,
+    topic: str,
+    namespace: str,
+    redis_client: RedisClient,
+    tmp_path: Path,
+) -> None:
+    _stream, env = stream_and_env(kafka_bootstrap, topic, namespace, tmp_path, seed=7, count=400)
+    expected = _produce_profiles(env)
+    _run_job(tmp_path, env)
+    _check_projection(redis_client, namespace, expected)
+
+    letters = read_dead_letters(kafka_bootstrap, f"{topic}.profiles.dlq")
+    codes = sorted(dict(letter.headers())["error.code"].decode() for letter in letters)
+    assert codes == ["DECODE", "SIGNATURE"]
+
+    # Replaying the whole topic again (no recovery) changes nothing: the
+    # watermarks skip every record; a replay into a fresh namespace is equal.
+    before = _buckets(redis_client, namespace)
+    _run_job(tmp_path, env, "--no-recovery")
+    assert _buckets(redis_client, namespace) == before
+    fresh = f"{namespace}r"
+    try:
+        _run_job(tmp_path, {**env, "LB_NAMESPACE": fresh, "LB_STATE_DIR": str(tmp_path / "s2")})
+        assert _buckets(redis_client, fresh) == before
+    finally:
+        for key in redis_client.scan_iter(match=f"{fresh}:*"):
+            redis_client.delete(key)
+
+    # The CLI: a page with profiles, a player without one answers null.
+    page = lb(["top", "gbest", "--limit", "100", "--profiles", "--json"], env)
+    assert page.returncode == 0, page.stderr
+    entries = json.loads(page.stdout)["entries"]
+    assert entries
+    for entry in entries:
+        assert entry["profile"] == expected.get(entry["playerId"])
+    bare = json.loads(lb(["top", "gbest", "--json"], env).stdout)["entries"]
+    assert all("profile" not in entry for entry in bare)
+
+    # lb profiles set / show / delete, waiting for the running job's projection.
+    shown = lb(["profiles", "show", PLAYERS[0], "--json"], env)
+    assert json.loads(shown.stdout)["profile"] == expected[PLAYERS[0]]
+    assert lb(["profiles", "show", PLAYERS[140]], env).returncode == 1
+
+
+def test_cli_set_and_delete_reach_redis_through_the_job(
+    kafka_bootstrap: str,
+    topic: str,
+    namespace: str,
+    redis_client: RedisClient,
+    tmp_path: Path,
+    live_job: Any,
+) -> None:
+    from tests.integration.streams import GAMES_TOML, job_env
+
+    games = tmp_path / "g.toml"
+    games.write_text(GAMES_TOML)
+    env = job_env(topic, namespace, tmp_path / "cli-state", games)
+    done = lb(
+        [
+            "profiles",
+            "set",
+            "p1",
+            "--name",
+            "Ada | L.",
+            "--country",
+            "GB",
+            "--wait",
+            "60",
+            "--json",
+        ],
+        env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["profile"]["displayName"] == "Ada | L."
+    assert ProfileReader(redis_client, namespace).profile("p1") is not None
+    gone = lb(["profiles", "delete", "p1", "--wait", "60"], env, timeout=120)
+    assert gone.returncode == 0, gone.stderr
+    assert ProfileReader(redis_client, namespace).profile("p1") is None
+    wrong = lb(["profiles", "set", "p1", "--name", "x", "--country", "gb"], env)
+    assert wrong.returncode == 2 and "country" in wrong.stderr
+    assert "Traceback" not in wrong.stderr
+
+
+def _hmget_calls(client: redis.Redis) -> int:
+    stats = client.info("commandstats")
+    return int(stats.get("cmdstat_hmget", {}).get("calls", 0))
+
+
+def _seed(client: RedisClient, namespace: str, players: list[str]) -> None:
+    for player in players:
+        if player.endswith("7"):
+            continue  # some players have no profile
+        client.hset(
+            ProfileKeys(namespace, bucket_of(player)).profiles,
+            player,
+            json.dumps(_named(player)),
+        )
+
+
+def test_a_page_costs_one_batched_lookup_on_standalone_redis(
+    redis_client: redis.Redis, namespace: str
+) -> None:
+    players = [f"q{i:04d}" for i in range(100)]
+    _seed(redis_client, namespace, players)
+    reader = ProfileReader(redis_client, namespace)
+    page: Any = {
+        "window": "alltime",
+        "entries": [
+            {"rank": i + 1, "playerId": p, "score": 100 - i} for i, p in enumerate(players)
+        ],
+        "nextCursor": None,
+    }
+    before = _hmget_calls(redis_client)
+    reader.hydrate(page)
+    calls = _hmget_calls(redis_client) - before
+    # One HMGET per bucket the page touches (at most BUCKETS), never one per entry.
+    assert calls == len({bucket_of(p) for p in players}) <= BUCKETS < len(players)
+    for entry in page["entries"]:
+        wanted = None if entry["playerId"].endswith("7") else _named(entry["playerId"])
+        assert entry["profile"] == wanted
+
+
+def test_a_page_costs_one_lookup_per_node_on_a_cluster(
+    cluster_client: RedisCluster, namespace: str
+) -> None:
+    players = [f"c{i:04d}" for i in range(100)]
+    _seed(cluster_client, namespace, players)
+    primaries = cluster_client.get_primaries()
+    conns = [cluster_client.get_redis_connection(node) for node in primaries]
+    before = [_hmget_calls(conn) for conn in conns]
+    page: Any = {
+        "window": "alltime",
+        "above": [],
+        "below": [],
+        "player": {"rank": 1, "playerId": players[0], "score": 1},
+    }
+    page["below"] = [{"rank": i + 2, "playerId": p, "score": 0} for i, p in enumerate(players[1:])]
+    ProfileReader(cluster_client, namespace).hydrate(page)
+    after = [_hmget_calls(conn) for conn in conns]
+    per_node = {
+        node.name: sum(
+            1
+            for b in {bucket_of(p) for p in players}
+            if cluster_client.get_node_from_key(ProfileKeys(namespace, b).profiles).name
+            == node.name
+        )
+        for node in primaries
+    }
+    assert [a - b for a, b in zip(after, before, strict=True)] == [
+        per_node[node.name] for node in primaries
+    ]
+    assert page["player"]["profile"] == _named(players[0])
+    assert page["below"][6]["profile"] is None  # c0007: no profile, still answered
+
+
+def test_job_projects_into_the_redis_cluster(
+    kafka_bootstrap: str,
+    topic: str,
+    namespace: str,
+    cluster_client: RedisCluster,
+    cluster_services: list[str],
+    tmp_path: Path,
+) -> None:
+    _stream, env = stream_and_env(kafka_bootstrap, topic, namespace, tmp_path, seed=3, count=100)
+    env.update(LB_REDIS_URL=cluster_services[0], LB_REDIS_CLUSTER="1")
+    expected = _produce_profiles(env)
+    _run_job(tmp_path, env)
+    _check_projection(cluster_client, namespace, expected)
+    page = lb(["top", "gbest", "--limit", "50", "--profiles", "--json"], env)
+    assert page.returncode == 0, page.stderr
+    for entry in json.loads(page.stdout)["entries"]:
+        assert entry["profile"] == expected.get(entry["playerId"])
