@@ -60,6 +60,8 @@ __all__ = [
     "NeighborsQuery",
     "NoQuery",
     "PlayerTournaments",
+    "ProfileAccepted",
+    "ProfileIn",
     "RankAnswer",
     "RankedQuery",
     "ScoreEventIn",
@@ -179,6 +181,31 @@ class ScoreEventIn(BaseModel):
         description="hex HMAC-SHA256 of v1|eventId|gameId|playerId|score|timestamp|kind "
         "under keyId's secret",
     )
+
+
+class ProfileIn(BaseModel):
+    """A signed player profile, as a game server or profile service submits it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    displayName: StrictStr = Field(min_length=1, max_length=64)
+    avatarUrl: StrictStr | None = Field(None, max_length=512, description="http(s) URL, or null")
+    country: StrictStr | None = Field(
+        None, pattern=r"^[A-Z]{2}$", description="ISO 3166-1 alpha-2, upper case"
+    )
+    updatedAt: StrictInt = Field(ge=0, lt=2**53, description="epoch ms the profile changed")
+    keyId: StrictStr = Field(min_length=1, max_length=64)
+    sig: StrictStr = Field(
+        pattern=r"^[0-9a-fA-F]{64}$",
+        description="hex HMAC-SHA256 of the profile canonical string (docs/CONTRACTS.md) "
+        "under keyId's secret",
+    )
+
+
+class ProfileAccepted(BaseModel):
+    """A profile record acknowledged by Kafka (the job projects it within moments)."""
+
+    playerId: str
 
 
 def _one_or_many(value: Any) -> str:

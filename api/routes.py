@@ -37,6 +37,8 @@ from api.models import (
     NeighborsQuery,
     NoQuery,
     PlayerTournaments,
+    ProfileAccepted,
+    ProfileIn,
     RankAnswer,
     RankedQuery,
     ScoreEventIn,
@@ -46,6 +48,7 @@ from api.models import (
     TournamentsQuery,
     errors,
 )
+from api.profile_intake import ProfileIntake
 from domain.errors import QueryError
 from readers.async_boards import AsyncBoardReader
 from readers.boards import BoardReader
@@ -314,6 +317,29 @@ async def submit_scores(
     if isinstance(body, ScoreEventIn):
         return {"eventId": (await intake.submit([body]))[0]}
     return {"eventIds": await intake.submit(body)}
+
+
+@router.put(
+    "/v1/profiles/{playerId}",
+    status_code=HTTPStatus.ACCEPTED,
+    response_model=ProfileAccepted,
+    responses=errors(400, 401, 403, 411, 413, 429, 500, 503),
+    summary="Submit a player's signed profile (produced to the compacted profiles topic)",
+)
+async def put_profile(
+    request: Request,
+    player: PlayerId,
+    body: Annotated[ProfileIn, Body()],
+    _q: _NoQuery,
+) -> Any:
+    """Verified, produced keyed by playerId, answered 202 once Kafka acknowledged it."""
+    intake: ProfileIntake | None = request.app.state.profile_intake
+    if intake is None:
+        raise ApiError(
+            HTTPStatus.SERVICE_UNAVAILABLE, "UNAVAILABLE", "profile intake is not configured"
+        )
+    await intake.submit(player, body)
+    return {"playerId": player}
 
 
 @router.get(

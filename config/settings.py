@@ -68,10 +68,11 @@ class Settings:
     dlq_topic: str = "score-events.dlq"
     #: The compacted topic of player profiles (``LB_PROFILES_TOPIC``, see
     #: :func:`profiles_topic_for`).
-    profiles_topic: str = "player-profiles"
+    #: Empty: derived from ``topic``.
+    profiles_topic: str = ""
     #: Where refused profile records go (``LB_PROFILES_DLQ_TOPIC``, default
     #: ``<profiles topic>.dlq``).
-    profiles_dlq_topic: str = "player-profiles.dlq"
+    profiles_dlq_topic: str = ""
     hmac_keys: Secret = field(default_factory=lambda: Secret(DEV_KEYRING))
     games_file: Path | None = None
     state_dir: Path = field(default_factory=_default_state_dir)
@@ -166,6 +167,10 @@ class Settings:
     rate_writes: str | None = None
 
     def __post_init__(self) -> None:
+        if not self.profiles_topic:
+            object.__setattr__(self, "profiles_topic", profiles_topic_for(self.topic))
+        if not self.profiles_dlq_topic:
+            object.__setattr__(self, "profiles_dlq_topic", f"{self.profiles_topic}.dlq")
         self._check_services()
         self._check_batching()
         self._check_retries()
@@ -364,7 +369,7 @@ class Settings:
         kafka_port = recorded.get("kafka_port", DEFAULT_KAFKA_PORT)
         redis_port = recorded.get("redis_port", DEFAULT_REDIS_PORT)
         topic = env.get("LB_TOPIC") or "score-events"
-        profiles = env.get("LB_PROFILES_TOPIC") or profiles_topic_for(topic)
+        profiles = env.get("LB_PROFILES_TOPIC") or ""
         games = env.get("LB_GAMES")
         extra = {
             key[len("LB_KAFKA_X_") :].lower().replace("_", "."): value
@@ -379,7 +384,7 @@ class Settings:
             topic=topic,
             dlq_topic=env.get("LB_DLQ_TOPIC") or f"{topic}.dlq",
             profiles_topic=profiles,
-            profiles_dlq_topic=env.get("LB_PROFILES_DLQ_TOPIC") or f"{profiles}.dlq",
+            profiles_dlq_topic=env.get("LB_PROFILES_DLQ_TOPIC") or "",
             hmac_keys=Secret(env.get("LB_HMAC_KEYS") or DEV_KEYRING),
             games_file=Path(games) if games else None,
             state_dir=state_dir,

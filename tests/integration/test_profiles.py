@@ -276,3 +276,82 @@ def test_job_projects_into_the_redis_cluster(
     assert page.returncode == 0, page.stderr
     for entry in json.loads(page.stdout)["entries"]:
         assert entry["profile"] == expected.get(entry["playerId"])
+
+
+def _http(method: str, url: str, body: Any = None) -> tuple[int, Any]:
+    import urllib.error
+    import urllib.request
+
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def _signed_body(
+    player: str,
+    name: str,
+    keyring: Any = KEYRING,
+    *,
+    avatar: str | None = None,
+    updated_at: int = 1_800_000_000_000,
+) -> dict[str, Any]:
+    record = sign_profile(
+        keyring,
+        "k1",
+        player_id=player,
+        display_name=name,
+        avatar_url=avatar or f"https://img.example/{player}.png",
+        updated_at_ms=updated_at,
+    )
+    return {
+        "displayName": record.display_name,
+        "avatarUrl": record.avatar_url,
+        "country": None,
+        "updatedAt": record.updated_at_ms,
+        "keyId": record.key_id,
+        "sig": record.sig.hex(),
+    }
+
+
+def test_signed_put_reaches_every_hydrated_http_read(
+    live_job: Any,
+    live_api: str,
+    kafka_bootstrap: str,
+    topic: str,
+    namespace: str,
+    redis_client: RedisClient,
+) -> None:
+    from tests.integration.live_events import GAME, best
+    from tests.integration.streams import produce
+    from tests.poll import poll
+
+    produce(kafka_bootstrap, topic, [best("ada", 300), best("bob", 200)])
+    top = f"{live_api}/v1/leaderboards/{GAME}/top?limit=5"
+    poll("the job applies the scores", lambda: len(_http("GET", top)[1]["entries"]) == 2, 60)
+
+    status, doc = _http("PUT", f"{live_api}/v1/profiles/ada", _signed_body("ada", "Ada L."))
+    assert (status, doc) == (202, {"playerId": "ada"})
+    poll(
+        "the profile reaches the page",
+        lambda: (
+            (_http("GET", top)[1]["entries"][0]["profile"] or {}).get("displayName") == "Ada L."
+        ),
+        60,
+    )
+    entries = _http("GET", top)[1]["entries"]
+    assert entries[0]["profile"]["avatarUrl"] == "https://img.example/ada.png"
+    assert entries[1]["profile"] is None  # bob has none: still answered
+    assert all("profile" not in e for e in _http("GET", f"{top}&profile=false")[1]["entries"])
+    _, around = _http("GET", f"{live_api}/v1/leaderboards/{GAME}/players/bob/neighbors?k=1")
+    assert around["above"][0]["profile"]["displayName"] == "Ada L."
+
+    status, doc = _http("PUT", f"{live_api}/v1/profiles/bob", _signed_body("bob", "Bob", STRANGER))
+    assert (status, doc["error"]["code"]) == (401, "SIGNATURE")
+    bad = {**_signed_body("bob", "Bob"), "country": "fr"}
+    assert _http("PUT", f"{live_api}/v1/profiles/bob", bad)[0] == 400
