@@ -27,7 +27,6 @@ lookups group into at most ``BUCKETS`` commands, one round trip per node.
 from __future__ import annotations
 
 import hmac
-import json
 import re
 import zlib
 from dataclasses import dataclass
@@ -162,19 +161,35 @@ def profile_of(record: ProfileRecord) -> Profile:
     }
 
 
+#: Separates a stored profile's fields: a control character, which no field may contain.
+_SEP = "\x1f"
+
+
 def stored_bytes(profile: Profile) -> bytes:
-    """A profile as its bucket hash holds it (compact JSON, UTF-8)."""
-    return json.dumps(profile, ensure_ascii=False, separators=(",", ":")).encode()
+    """A profile as its bucket hash holds it: ``updatedAt␟displayName␟avatarUrl␟country``.
+
+    Fields are joined by U+001F (the unit separator, a control character that
+    no field may contain), a null as an empty field: splitting it back is
+    several times cheaper than parsing JSON, on every entry of every page.
+    """
+    parts = (
+        str(profile["updatedAt"]),
+        profile["displayName"],
+        profile["avatarUrl"] or "",
+        profile["country"] or "",
+    )
+    return _SEP.join(parts).encode()
 
 
 def stored_profile(raw: bytes | str) -> Profile:
     """The profile a bucket hash holds (the inverse of :func:`stored_bytes`)."""
-    doc = json.loads(raw)
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    updated, name, avatar, country = text.split(_SEP)
     return {
-        "displayName": doc["displayName"],
-        "avatarUrl": doc.get("avatarUrl"),
-        "country": doc.get("country"),
-        "updatedAt": doc["updatedAt"],
+        "displayName": name,
+        "avatarUrl": avatar or None,
+        "country": country or None,
+        "updatedAt": int(updated),
     }
 
 
@@ -188,7 +203,7 @@ class ProfileKeys:
     """The keys of one profile bucket in one namespace.
 
     ==========================================  =====================================
-    ``<ns>:{~profiles/<b>}:profiles``            hash playerId -> profile (JSON)
+    ``<ns>:{~profiles/<b>}:profiles``            hash playerId -> profile (:func:`stored_bytes`)
     ``<ns>:{~profiles/<b>}:profiles:offsets``    hash ``<topic>/<partition>`` -> last
                                                  offset applied to this bucket
     ==========================================  =====================================

@@ -1,11 +1,12 @@
 """Profiles next to ranked entries: one batched lookup per page, never one per entry.
 
-A page's players are grouped by profile bucket (:func:`domain.profiles.bucket_of`)
-and every bucket's ``HMGET`` goes out in one pipeline: one round trip on a
-standalone Redis, one per master holding a bucket on a Redis Cluster (redis-py's
-cluster pipeline sends each node its commands together). A page of 100 entries
-costs at most :data:`~domain.profiles.BUCKETS` commands, whatever its size. An
-entry whose player has no profile gets ``"profile": null``.
+A page's players are grouped by profile bucket (:func:`domain.profiles.bucket_of`).
+On a standalone Redis one read-only script (:data:`LOOKUP`) runs every bucket's
+``HMGET`` in one command; on a Redis Cluster, whose scripts cannot span slots,
+every bucket's ``HMGET`` goes out in one pipeline, which redis-py's cluster
+client sends as one round trip per master holding a bucket. A page of 100
+entries costs at most :data:`~domain.profiles.BUCKETS` ``HMGET`` s, whatever its
+size. An entry whose player has no profile gets ``"profile": null``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from adapters.redis import AsyncRedisClient, RedisClient
+import redis.asyncio.cluster
+from redis.cluster import RedisCluster
+
+from adapters.redis import AsyncRedisClient, RedisClient, Script
 from domain.errors import QueryError
 from domain.keys import LIVE_NAMESPACE
 from domain.profiles import Profile, ProfileKeys, bucket_of, stored_profile
@@ -22,6 +26,22 @@ from readers.answers import AroundAnswer, FriendsBoard, TopPage
 
 #: The answers whose entries carry profiles.
 Page = TopPage | AroundAnswer | FriendsBoard
+
+
+#: KEYS: bucket hashes; ARGV: per key, its player count then its players.
+#: Returns every player's stored profile (nil: none), in argument order.
+LOOKUP = Script(
+    """
+local out, at = {}, 1
+for _, key in ipairs(KEYS) do
+  local n = tonumber(ARGV[at])
+  local values = redis.call('HMGET', key, unpack(ARGV, at + 1, at + n))
+  for j = 1, n do out[#out + 1] = values[j] end
+  at = at + n + 1
+end
+return out
+"""
+)
 
 
 def lines_of(answer: Page) -> list[Entry]:
@@ -41,14 +61,26 @@ def _plan(namespace: str, player_ids: Iterable[str]) -> list[tuple[str, list[str
     return [(ProfileKeys(namespace, b).profiles, players) for b, players in by_bucket.items()]
 
 
-def _found(plan: Sequence[tuple[str, list[str]]], replies: Sequence[Any]) -> dict[str, Profile]:
-    """The profiles the pipeline's ``HMGET`` replies hold, by player."""
-    out: dict[str, Profile] = {}
-    for (_key, players), values in zip(plan, replies, strict=True):
-        for player, raw in zip(players, values, strict=True):
-            if raw is not None:
-                out[player] = stored_profile(raw)
-    return out
+def _script_args(plan: Sequence[tuple[str, list[str]]]) -> tuple[list[str], list[Any]]:
+    """:data:`LOOKUP`'s keys and arguments for a plan."""
+    keys = [key for key, _ in plan]
+    args: list[Any] = []
+    for _key, players in plan:
+        args += [len(players), *players]
+    return keys, args
+
+
+def _found(players: Sequence[str], values: Sequence[Any]) -> dict[str, Profile]:
+    """The profiles the replies hold, by player (``values`` in ``players`` order)."""
+    return {
+        player: stored_profile(raw)
+        for player, raw in zip(players, values, strict=True)
+        if raw is not None
+    }
+
+
+def _players(plan: Sequence[tuple[str, list[str]]]) -> list[str]:
+    return [player for _key, players in plan for player in players]
 
 
 def _fill(lines: Iterable[Entry], found: dict[str, Profile]) -> None:
@@ -74,10 +106,12 @@ class ProfileReader:
         plan = _plan(self.namespace, player_ids)
         if not plan:
             return {}
-        pipe = self._client.pipeline(transaction=False)
+        if not isinstance(self._client, RedisCluster):
+            return _found(_players(plan), LOOKUP(self._client, *_script_args(plan)))
+        pipe = self._client.pipeline(transaction=False)  # type: ignore[no-untyped-call]
         for key, players in plan:
             pipe.hmget(key, players)
-        return _found(plan, pipe.execute())
+        return _found(_players(plan), [v for values in pipe.execute() for v in values])
 
     def profile(self, player_id: str) -> Profile | None:
         """One player's profile, or None."""
@@ -103,10 +137,13 @@ class AsyncProfileReader:
         plan = _plan(self.namespace, player_ids)
         if not plan:
             return {}
+        if not isinstance(self._client, redis.asyncio.cluster.RedisCluster):
+            values = await LOOKUP.run_async(self._client, *_script_args(plan))
+            return _found(_players(plan), values)
         pipe = self._client.pipeline(transaction=False)
         for key, players in plan:
             pipe.hmget(key, players)
-        return _found(plan, await pipe.execute())
+        return _found(_players(plan), [v for values in await pipe.execute() for v in values])
 
     async def hydrate(self, answer: Page) -> Page:
         """As :meth:`ProfileReader.hydrate`."""

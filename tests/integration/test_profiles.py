@@ -18,7 +18,14 @@ from redis.cluster import RedisCluster
 
 from adapters.redis import RedisClient, text
 from config.settings import Settings
-from domain.profiles import BUCKETS, ProfileKeys, all_buckets, bucket_of, sign_profile
+from domain.profiles import (
+    BUCKETS,
+    ProfileKeys,
+    all_buckets,
+    bucket_of,
+    sign_profile,
+    stored_bytes,
+)
 from domain.signing import parse_keyring
 from producer.profiles import (
     ensure_profiles_topic,
@@ -187,9 +194,13 @@ def test_cli_set_and_delete_reach_redis_through_the_job(
     assert "Traceback" not in wrong.stderr
 
 
-def _hmget_calls(client: redis.Redis) -> int:
+def _calls(client: redis.Redis, command: str = "hmget") -> int:
     stats = client.info("commandstats")
-    return int(stats.get("cmdstat_hmget", {}).get("calls", 0))
+    return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
+def _hmget_calls(client: redis.Redis) -> int:
+    return _calls(client)
 
 
 def _seed(client: RedisClient, namespace: str, players: list[str]) -> None:
@@ -199,7 +210,7 @@ def _seed(client: RedisClient, namespace: str, players: list[str]) -> None:
         client.hset(
             ProfileKeys(namespace, bucket_of(player)).profiles,
             player,
-            json.dumps(_named(player)),
+            stored_bytes(_named(player)),
         )
 
 
@@ -216,10 +227,12 @@ def test_a_page_costs_one_batched_lookup_on_standalone_redis(
         ],
         "nextCursor": None,
     }
-    before = _hmget_calls(redis_client)
+    before = _hmget_calls(redis_client), _calls(redis_client, "evalsha")
     reader.hydrate(page)
-    calls = _hmget_calls(redis_client) - before
-    # One HMGET per bucket the page touches (at most BUCKETS), never one per entry.
+    calls = _hmget_calls(redis_client) - before[0]
+    # One command (a read-only script), in which one HMGET per bucket the page
+    # touches (at most BUCKETS), never one per entry.
+    assert _calls(redis_client, "evalsha") - before[1] == 1
     assert calls == len({bucket_of(p) for p in players}) <= BUCKETS < len(players)
     for entry in page["entries"]:
         wanted = None if entry["playerId"].endswith("7") else _named(entry["playerId"])
