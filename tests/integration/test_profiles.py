@@ -368,3 +368,43 @@ def test_signed_put_reaches_every_hydrated_http_read(
     assert (status, doc["error"]["code"]) == (401, "SIGNATURE")
     bad = {**_signed_body("bob", "Bob"), "country": "fr"}
     assert _http("PUT", f"{live_api}/v1/profiles/bob", bad)[0] == 400
+
+
+def test_verify_finds_a_tampered_profile_and_rebuild_restores_it(
+    kafka_bootstrap: str,
+    topic: str,
+    namespace: str,
+    redis_client: RedisClient,
+    tmp_path: Path,
+) -> None:
+    _stream, env = stream_and_env(kafka_bootstrap, topic, namespace, tmp_path, seed=5, count=100)
+    expected = _produce_profiles(env)
+    _run_job(tmp_path, env)
+    audit = lb(["verify", "--json", "--quiet"], env, timeout=300)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    profiles = json.loads(audit.stdout)["profiles"]
+    assert profiles["equal"] and profiles["players"] == sum(1 for v in expected.values() if v)
+
+    victim, erased = PLAYERS[3], PLAYERS[101]
+    wanted = expected[victim]
+    redis_client.hset(
+        ProfileKeys(namespace, bucket_of(victim)).profiles,
+        victim,
+        stored_bytes({**wanted, "displayName": "Mallory"}),  # type: ignore[typeddict-item]
+    )
+    redis_client.hset(  # a profile the log erased, back by hand
+        ProfileKeys(namespace, bucket_of(erased)).profiles,
+        erased,
+        stored_bytes(_named(erased)),
+    )
+    audit = lb(["verify", "--json", "--quiet"], env, timeout=300)
+    assert audit.returncode == 1, audit.stdout + audit.stderr
+    found = json.loads(audit.stdout)["profiles"]
+    assert found["differences"] == 2
+    assert {e["playerId"]: e["log"] for e in found["examples"]} == {victim: wanted, erased: None}
+
+    rebuilt = lb(["rebuild"], env, timeout=300)
+    assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
+    assert "profiles:" in rebuilt.stderr
+    _check_projection(redis_client, namespace, expected)
+    assert lb(["verify", "--quiet"], env, timeout=300).returncode == 0
