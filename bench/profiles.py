@@ -160,7 +160,7 @@ def markdown(summary: dict[str, Any]) -> str:
             f"{read['bare']['p99']:.2f}",
             f"{read['hydrated']['p50']:.2f}",
             f"{read['hydrated']['p99']:.2f}",
-            f"{read['ratio_p99']:.2f}x",
+            f"{read['ratio_p99']:.2f}x" + ("" if read["ratio_p99"] <= BUDGET else " (over)"),
         ]
         for name, read in size["reads"].items()
     ]
@@ -185,7 +185,7 @@ def markdown(summary: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark; exit 1 (nothing published) when a ratio is above the budget."""
+    """Run the benchmark and publish it; exit 1 when a ratio is above the budget."""
     parser = argparse.ArgumentParser(
         prog="python -m bench.profiles",
         description=__doc__,
@@ -211,10 +211,11 @@ def main(argv: list[str] | None = None) -> int:
         "size": size,
     }
     worst = max(read["ratio_p99"] for read in size["reads"].values())
-    within = worst <= BUDGET
-    if not within:
+    if worst > BUDGET:
         log(f"a hydrated p99 is {worst}x the bare one, above the {BUDGET}x budget")
-    return publish(SECTION, summary, markdown, within, not args.no_doc)
+    # The answers were checked (every entry hydrated): the figures are published either way.
+    published = publish(SECTION, summary, markdown, True, not args.no_doc)
+    return published or (1 if worst > BUDGET else 0)
 
 
 if __name__ == "__main__":
