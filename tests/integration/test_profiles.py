@@ -408,3 +408,64 @@ def test_verify_finds_a_tampered_profile_and_rebuild_restores_it(
     assert "profiles:" in rebuilt.stderr
     _check_projection(redis_client, namespace, expected)
     assert lb(["verify", "--quiet"], env, timeout=300).returncode == 0
+
+
+def test_the_running_job_heals_a_bucket_that_redis_lost(
+    live_job: Any,
+    kafka_bootstrap: str,
+    topic: str,
+    namespace: str,
+    redis_client: RedisClient,
+    tmp_path: Path,
+) -> None:
+    from tests.integration.streams import GAMES_TOML, job_env
+    from tests.poll import poll
+
+    games = tmp_path / "g.toml"
+    games.write_text(GAMES_TOML)
+    settings = Settings.from_env(job_env(topic, namespace, tmp_path / "x", games))
+    ensure_profiles_topic(settings)
+    reader = ProfileReader(redis_client, namespace)
+
+    def send(players: list[str], version: int) -> None:
+        with profile_producer(settings) as producer:
+            for player in players:
+                doc = _named(player, version)
+                produce_profile(
+                    producer,
+                    CODEC,
+                    sign_profile(
+                        KEYRING,
+                        "k2",
+                        player_id=player,
+                        display_name=doc["displayName"],
+                        avatar_url=doc["avatarUrl"],
+                        country=doc["country"],
+                        updated_at_ms=doc["updatedAt"],
+                    ),
+                )
+            producer.flush(30)
+
+    first = PLAYERS[:40]
+    send(first, 1)
+    poll("the profiles are projected", lambda: len(reader.lookup(first)) == 40, 60)
+
+    # Redis loses one bucket (both its profiles and its watermarks), as a cluster
+    # master restarted from an older snapshot would.
+    lost = bucket_of(first[0])
+    keys = ProfileKeys(namespace, lost)
+    redis_client.delete(keys.profiles, keys.offsets)
+    gone = [p for p in first if bucket_of(p) == lost]
+    assert not reader.lookup(gone)
+
+    # The next records of each partition find a watermark the worker did not write:
+    # it re-reads the partitions from there and the bucket comes back whole.
+    send(PLAYERS[40:100], 1)
+    poll(
+        "the lost bucket is healed from Kafka",
+        lambda: (
+            reader.lookup(first + PLAYERS[40:100])
+            == {p: _named(p, 1) for p in first + PLAYERS[40:100]}
+        ),
+        60,
+    )
