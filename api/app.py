@@ -40,6 +40,7 @@ from api.live import ChangeHub, SharedReads
 from api.metrics import RATE_LIMIT_ERRORS, RequestMetrics, exposition
 from api.models import page_bytes
 from api.pages import DEFAULT_TTL_MS, PageCache
+from api.profile_intake import ProfileIntake
 from config.clients import async_redis_client, game_catalog
 from config.heap import settle_heap
 from config.settings import Settings
@@ -47,13 +48,16 @@ from config.version import VERSION
 from domain.errors import ConfigError
 from domain.games import GameCatalog
 from domain.signing import parse_keyring
+from producer.profiles import ensure_profiles_topic
 from producer.score_producer import ScoreProducer
 from readers import redis_client
 from readers.async_boards import AsyncBoardReader
 from readers.boards import BoardReader
 from readers.friends import FriendsReader
 from readers.hot import HotReader
+from readers.profiles import AsyncProfileReader, ProfileReader
 from schemas.codec import ScoreEventCodec
+from schemas.profile_codec import ProfileCodec
 
 API_VERSION = VERSION
 #: Largest request body accepted: a batch of 1,000 events is ~300 KB of JSON.
@@ -146,6 +150,16 @@ def app_from_environment() -> Any:
     return app
 
 
+def _profile_producer(settings: Settings) -> ScoreProducer:
+    """The profile intake's producer, made by the first ``PUT``: the topic exists, compacted."""
+    ensure_profiles_topic(settings)
+    return ScoreProducer(
+        settings.kafka_bootstrap,
+        settings.profiles_topic,
+        {"linger.ms": INTAKE_LINGER_MS, **settings.kafka_extra},
+    )
+
+
 def _lifespan(
     settings: Settings, games: GameCatalog, clock: Callable[[], int], page_cache_ms: int
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
@@ -168,6 +182,8 @@ def _lifespan(
         state.boards = BoardReader(sync_client, games, settings.namespace)
         state.async_boards = AsyncBoardReader(state.boards, async_client)
         state.friends = FriendsReader(sync_client, games, settings.namespace)
+        state.profiles = ProfileReader(sync_client, settings.namespace)
+        state.async_profiles = AsyncProfileReader(async_client, settings.namespace)
         state.hot = HotReader(sync_client, games, settings.namespace)
         state.intake = ScoreIntake(
             parse_keyring(settings.hmac_keys.reveal()),
@@ -175,9 +191,14 @@ def _lifespan(
             ScoreEventCodec.from_registry(),
             producer,
         )
+        state.profile_intake = ProfileIntake(
+            parse_keyring(settings.hmac_keys.reveal()),
+            ProfileCodec.from_registry(),
+            AckingProducer(lambda: _profile_producer(settings), ACK_TIMEOUT_S),
+        )
         state.async_redis = async_client
         state.hub = ChangeHub(async_client)
-        state.shared_reads = SharedReads(state.hub, state.async_boards)
+        state.shared_reads = SharedReads(state.hub, state.async_boards, state.async_profiles)
         state.pages = (
             PageCache(state.hub, state.async_boards, page_bytes, page_cache_ms / 1000)
             if page_cache_ms > 0
@@ -196,6 +217,7 @@ def _lifespan(
         finally:
             await state.hub.close()
             state.intake.close()
+            state.profile_intake.close()
             await async_client.aclose()
             sync_client.close()
 

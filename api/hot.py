@@ -132,6 +132,8 @@ class HotRoutes:
             pages: PageCache | None = state.pages
             if pages is not None and not q.cursor and q.rank_mode == "unique":
                 body = await pages.top(game, q.window, q.limit, q.offset, now)
+                if q.profile:  # the cache keeps bare pages: profiles change on their own
+                    body = page_bytes(await state.async_profiles.hydrate(json.loads(body)))
             else:
                 page = await state.async_boards.top(
                     game,
@@ -142,6 +144,8 @@ class HotRoutes:
                     now_ms=now,
                     ranks=q.rank_mode,
                 )
+                if q.profile:
+                    await state.async_profiles.hydrate(page)
                 body = page_bytes(page)
         except (ValidationError, LeaderboardError, UnicodeDecodeError):
             return False  # the route reads again and answers the error document

@@ -81,9 +81,13 @@ class AckingProducer:
 
     async def send(self, events: Sequence[ScoreEvent], codec: ScoreEventCodec) -> None:
         """Produce ``events`` and wait until Kafka acknowledged all of them."""
+        await self.send_records([(e.player_id.encode(), codec.encode(e)) for e in events])
+
+    async def send_records(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Produce ``(key, value)`` records (None: a tombstone); wait for every acknowledgement."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
-        left = len(events)
+        left = len(records)
         failed: list[str] = []
 
         def report(outcome: str | None) -> None:
@@ -97,8 +101,8 @@ class AckingProducer:
 
         try:
             producer = self._current()
-            for event in events:
-                producer.produce_event(event, codec, on_delivery=report)
+            for key, value in records:
+                producer.produce_record(key, value, on_delivery=report)
                 self._outstanding += 1
         except ServiceError:
             self.close(flush_s=0)  # a fatal producer: start afresh next time

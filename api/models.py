@@ -60,6 +60,8 @@ __all__ = [
     "NeighborsQuery",
     "NoQuery",
     "PlayerTournaments",
+    "ProfileAccepted",
+    "ProfileIn",
     "RankAnswer",
     "RankedQuery",
     "ScoreEventIn",
@@ -119,7 +121,15 @@ class TournamentsQuery(_Query):
     rank_mode: RankMode = "unique"
 
 
-class TopQuery(RankedQuery):
+class _Profiled(_Query):
+    """Reads whose entries carry profiles unless asked not to."""
+
+    profile: bool = Field(
+        True, description="carry each entry's profile (display name, avatar); false skips it"
+    )
+
+
+class TopQuery(RankedQuery, _Profiled):
     """A page: by offset, or after a cursor (not both)."""
 
     limit: int = Field(10, ge=1, le=MAX_LIMIT, description="page size")
@@ -127,7 +137,7 @@ class TopQuery(RankedQuery):
     cursor: str | None = Field(None, description="nextCursor of the previous page")
 
 
-class NeighborsQuery(RankedQuery):
+class NeighborsQuery(RankedQuery, _Profiled):
     """How many neighbours on each side."""
 
     k: int = Field(5, ge=0, le=MAX_K, description="neighbours on each side")
@@ -140,7 +150,7 @@ class HotQuery(WindowQuery):
     playerId: str | None = Field(None, description="also estimate this player's event count")
 
 
-class FriendsBoardQuery(WindowQuery):
+class FriendsBoardQuery(WindowQuery, _Profiled):
     """Whose friends board."""
 
     playerId: str = Field(description="whose friends")
@@ -177,6 +187,31 @@ class ScoreEventIn(BaseModel):
         description="what the score was made with, kept with the board entry it sets (at "
         "most the game's metadata_max_bytes of UTF-8); sent on as a v2 record",
     )
+
+
+class ProfileIn(BaseModel):
+    """A signed player profile, as a game server or profile service submits it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    displayName: StrictStr = Field(min_length=1, max_length=64)
+    avatarUrl: StrictStr | None = Field(None, max_length=512, description="http(s) URL, or null")
+    country: StrictStr | None = Field(
+        None, pattern=r"^[A-Z]{2}$", description="ISO 3166-1 alpha-2, upper case"
+    )
+    updatedAt: StrictInt = Field(ge=0, lt=2**53, description="epoch ms the profile changed")
+    keyId: StrictStr = Field(min_length=1, max_length=64)
+    sig: StrictStr = Field(
+        pattern=r"^[0-9a-fA-F]{64}$",
+        description="hex HMAC-SHA256 of the profile canonical string (docs/CONTRACTS.md) "
+        "under keyId's secret",
+    )
+
+
+class ProfileAccepted(BaseModel):
+    """A profile record acknowledged by Kafka (the job projects it within moments)."""
+
+    playerId: str
 
 
 def _one_or_many(value: Any) -> str:

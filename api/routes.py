@@ -37,6 +37,8 @@ from api.models import (
     NeighborsQuery,
     NoQuery,
     PlayerTournaments,
+    ProfileAccepted,
+    ProfileIn,
     RankAnswer,
     RankedQuery,
     ScoreEventIn,
@@ -46,11 +48,13 @@ from api.models import (
     TournamentsQuery,
     errors,
 )
+from api.profile_intake import ProfileIntake
 from domain.errors import QueryError
 from readers.async_boards import AsyncBoardReader
 from readers.boards import BoardReader
 from readers.friends import FriendsReader
 from readers.hot import HotReader
+from readers.profiles import AsyncProfileReader, ProfileReader
 
 router = APIRouter()
 
@@ -91,6 +95,16 @@ async def _sync_boards(request: Request) -> BoardReader:
     return reader
 
 
+async def _profiles(request: Request) -> AsyncProfileReader:
+    reader: AsyncProfileReader = request.app.state.async_profiles
+    return reader
+
+
+async def _sync_profiles(request: Request) -> ProfileReader:
+    reader: ProfileReader = request.app.state.profiles
+    return reader
+
+
 async def _hot(request: Request) -> HotReader:
     reader: HotReader = request.app.state.hot
     return reader
@@ -109,6 +123,8 @@ FriendsOf = Annotated[FriendsReader, Depends(_friends)]
 Now = Annotated[int, Depends(_now)]
 HotOf = Annotated[HotReader, Depends(_hot)]
 SyncBoards = Annotated[BoardReader, Depends(_sync_boards)]
+Profiles = Annotated[AsyncProfileReader, Depends(_profiles)]
+SyncProfiles = Annotated[ProfileReader, Depends(_sync_profiles)]
 _NoQuery = Annotated[NoQuery, Query()]
 
 
@@ -125,12 +141,19 @@ def _absent(player_id: str, window_id: str) -> ApiError:
     summary="One page of a board, best first",
 )
 async def top(
-    game: GameId, q: Annotated[TopQuery, Query()], boards: AsyncBoards, now: Now
+    game: GameId,
+    q: Annotated[TopQuery, Query()],
+    boards: AsyncBoards,
+    profiles: Profiles,
+    now: Now,
 ) -> TopPage:
     """One page by offset or cursor; ``nextCursor`` is null at the end."""
-    return await boards.top(
+    page = await boards.top(
         game, q.window, q.limit, q.offset, q.cursor or None, now_ms=now, ranks=q.rank_mode
     )
+    if q.profile:
+        await profiles.hydrate(page)
+    return page
 
 
 @router.get(
@@ -164,12 +187,15 @@ async def neighbors(
     player: PlayerId,
     q: Annotated[NeighborsQuery, Query()],
     boards: AsyncBoards,
+    profiles: Profiles,
     now: Now,
 ) -> AroundAnswer:
     """``above + [player] + below`` is one contiguous slice; 404 without a score."""
     answer = await boards.around(game, player, q.window, q.k, now_ms=now, ranks=q.rank_mode)
     if answer["player"] is None:
         raise _absent(player, answer["window"])
+    if q.profile:
+        await profiles.hydrate(answer)
     return answer
 
 
@@ -200,11 +226,14 @@ def friends_board(
     game: GameId,
     q: Annotated[FriendsBoardQuery, Query()],
     friends: FriendsOf,
+    profiles: SyncProfiles,
     now: Now,
     response: Response,
 ) -> FriendsBoard:
     """Cached for about 5 s (``Cache-Control: private, max-age=<ttl>``)."""
     board = friends.board(game, q.playerId, q.window, now_ms=now)
+    if q.profile:
+        profiles.hydrate(board)
     response.headers["Cache-Control"] = f"private, max-age={board['ttl']}"
     return board
 
@@ -288,6 +317,29 @@ async def submit_scores(
     if isinstance(body, ScoreEventIn):
         return {"eventId": (await intake.submit([body]))[0]}
     return {"eventIds": await intake.submit(body)}
+
+
+@router.put(
+    "/v1/profiles/{playerId}",
+    status_code=HTTPStatus.ACCEPTED,
+    response_model=ProfileAccepted,
+    responses=errors(400, 401, 403, 411, 413, 429, 500, 503),
+    summary="Submit a player's signed profile (produced to the compacted profiles topic)",
+)
+async def put_profile(
+    request: Request,
+    player: PlayerId,
+    body: Annotated[ProfileIn, Body()],
+    _q: _NoQuery,
+) -> Any:
+    """Verified, produced keyed by playerId, answered 202 once Kafka acknowledged it."""
+    intake: ProfileIntake | None = request.app.state.profile_intake
+    if intake is None:
+        raise ApiError(
+            HTTPStatus.SERVICE_UNAVAILABLE, "UNAVAILABLE", "profile intake is not configured"
+        )
+    await intake.submit(player, body)
+    return {"playerId": player}
 
 
 @router.get(

@@ -66,6 +66,13 @@ class Settings:
     redis_url: Secret
     topic: str = "score-events"
     dlq_topic: str = "score-events.dlq"
+    #: The compacted topic of player profiles (``LB_PROFILES_TOPIC``, see
+    #: :func:`profiles_topic_for`).
+    #: Empty: derived from ``topic``.
+    profiles_topic: str = ""
+    #: Where refused profile records go (``LB_PROFILES_DLQ_TOPIC``, default
+    #: ``<profiles topic>.dlq``).
+    profiles_dlq_topic: str = ""
     hmac_keys: Secret = field(default_factory=lambda: Secret(DEV_KEYRING))
     games_file: Path | None = None
     state_dir: Path = field(default_factory=_default_state_dir)
@@ -160,6 +167,10 @@ class Settings:
     rate_writes: str | None = None
 
     def __post_init__(self) -> None:
+        if not self.profiles_topic:
+            object.__setattr__(self, "profiles_topic", profiles_topic_for(self.topic))
+        if not self.profiles_dlq_topic:
+            object.__setattr__(self, "profiles_dlq_topic", f"{self.profiles_topic}.dlq")
         self._check_services()
         self._check_batching()
         self._check_retries()
@@ -187,6 +198,12 @@ class Settings:
             raise ConfigError("LB_TOPIC and LB_DLQ_TOPIC must not be empty")
         if self.topic == self.dlq_topic:
             raise ConfigError("LB_DLQ_TOPIC must differ from LB_TOPIC")
+        topics = (self.topic, self.dlq_topic, self.profiles_topic, self.profiles_dlq_topic)
+        if not self.profiles_topic or not self.profiles_dlq_topic or len(set(topics)) < 4:
+            raise ConfigError(
+                "LB_PROFILES_TOPIC and LB_PROFILES_DLQ_TOPIC must be non-empty and differ "
+                "from each other, LB_TOPIC and LB_DLQ_TOPIC"
+            )
         if not self.namespace or any(c in self.namespace for c in "{}: "):
             raise ConfigError(
                 f"LB_NAMESPACE must be non-empty without {{}}: or spaces: {self.namespace!r}"
@@ -352,6 +369,7 @@ class Settings:
         kafka_port = recorded.get("kafka_port", DEFAULT_KAFKA_PORT)
         redis_port = recorded.get("redis_port", DEFAULT_REDIS_PORT)
         topic = env.get("LB_TOPIC") or "score-events"
+        profiles = env.get("LB_PROFILES_TOPIC") or ""
         games = env.get("LB_GAMES")
         extra = {
             key[len("LB_KAFKA_X_") :].lower().replace("_", "."): value
@@ -365,6 +383,8 @@ class Settings:
             redis_url=Secret(env.get("LB_REDIS_URL") or f"redis://127.0.0.1:{redis_port}/0"),
             topic=topic,
             dlq_topic=env.get("LB_DLQ_TOPIC") or f"{topic}.dlq",
+            profiles_topic=profiles,
+            profiles_dlq_topic=env.get("LB_PROFILES_DLQ_TOPIC") or "",
             hmac_keys=Secret(env.get("LB_HMAC_KEYS") or DEV_KEYRING),
             games_file=Path(games) if games else None,
             state_dir=state_dir,
@@ -400,6 +420,15 @@ class Settings:
             standby=(env.get("LB_STANDBY") or "wait").lower(),
             **_caller_settings(env),
         )
+
+
+def profiles_topic_for(topic: str) -> str:
+    """The default profiles topic beside a score topic.
+
+    ``player-profiles`` beside the default ``score-events``; ``<topic>.profiles``
+    beside any other, so two pipelines on two score topics never share profiles.
+    """
+    return "player-profiles" if topic == "score-events" else f"{topic}.profiles"
 
 
 def _caller_settings(env: Mapping[str, str]) -> dict[str, Any]:

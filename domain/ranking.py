@@ -29,6 +29,7 @@ from typing import Any, NotRequired
 from typing_extensions import TypedDict
 
 from domain.errors import EncodingError, QueryError
+from domain.profiles import Profile
 from domain.scoring import MAX_EXACT, TieCodec
 
 __all__ = [
@@ -86,6 +87,8 @@ class Entry(TypedDict):
     score: int
     metadata: NotRequired[str]
     """what the event that set this score carried (schema v2); absent when it carried none"""
+    profile: NotRequired[Profile | None]
+    """the player's display name, avatar and country (null: none); absent with profile=false"""
 
 
 def board_key(member: Member) -> tuple[int, str]:

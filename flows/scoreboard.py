@@ -16,6 +16,7 @@ import logging
 import signal
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import FrameType
 
 import bytewax.operators as op
@@ -23,19 +24,23 @@ from bytewax.dataflow import Dataflow
 from bytewax.inputs import Source
 from bytewax.outputs import Sink
 
+from adapters.redis import RedisClient
 from config.clients import job_redis_client
 from config.heap import tune_for_streaming
 from config.settings import Settings
 from domain.backoff import Backoff
 from domain.errors import LeaderboardError
 from domain.lease import Role
+from domain.profile_batches import ProfileBatch, ProfileValidator
 from domain.records import CheckedBatch, RecordBatch
 from domain.rewinds import Rewinds
 from domain.validation import Validator
 from flows import lease, preflight, progress
 from schemas.decode_verify import decode_verifier
+from schemas.profile_codec import ProfileCodec
 from sinks.boards import RedisBoardSink, ResumeFromRedis
 from sinks.dead_letters import DeadLetterSink, check_transactions
+from sinks.profiles import RedisProfileSink, ResumeProfiles
 from sources.kafka_source import ScoreTopicSource, StopSignal
 from telemetry import derive, hooks, job, watchdog
 
@@ -86,16 +91,28 @@ def _checked(
     return settings, config, topics
 
 
+@dataclass(frozen=True)
+class ProfileParts:
+    """The second input: the profiles topic, its checks, its Redis and dead-letter sinks."""
+
+    source: Source[RecordBatch]
+    check: Callable[[RecordBatch], ProfileBatch]
+    profiles: Sink[ProfileBatch]
+    dead_letters: Sink[CheckedBatch] | None
+
+
 def wire(
     source: Source[RecordBatch],
     validate: Callable[[RecordBatch], CheckedBatch],
     boards: Sink[CheckedBatch],
     dead_letters: Sink[CheckedBatch] | None,
+    profiles: ProfileParts | None = None,
 ) -> Dataflow:
     """The steps, given their parts: read batches, validate each, write letters and boards.
 
     :func:`build` passes the Kafka source and the Redis and Kafka sinks; a
     test passes ``bytewax.testing``'s source and sinks (tests/unit/test_flow.py).
+    ``profiles`` adds the profiles topic's steps beside them (:func:`wire_profiles`).
     """
     flow = Dataflow(FLOW_ID)
     batches = op.input("score_events", flow, source)
@@ -105,7 +122,22 @@ def wire(
     if dead_letters is not None:
         op.output("dead_letters", checked, dead_letters)
     op.output("boards", checked, boards)
+    if profiles is not None:
+        wire_profiles(flow, profiles)
     return flow
+
+
+def wire_profiles(flow: Dataflow, parts: ProfileParts) -> None:
+    """Profiles topic -> checked batches -> profile buckets in Redis, refused -> dead letters."""
+    batches = op.input("player_profiles", flow, parts.source)
+    # RecordBatch(topic, partition, records=(SourceRecord(offset, ts, key, value or None), ...))
+    checked = op.map("check_profiles", batches, parts.check)
+    # ProfileBatch(changes=(ProfileChange(offset, playerId, Profile or None), ...), dead=(...))
+    if parts.dead_letters is not None:
+        letters = op.map("profile_letters", checked, ProfileBatch.letters)
+        # CheckedBatch(accepted=(), dead=(DeadLetter, ...))
+        op.output("profile_dead_letters", letters, parts.dead_letters)
+    op.output("profiles", checked, parts.profiles)
 
 
 def _hold_lease(settings: Settings, stop: StopSignal) -> lease.LeaseKeeper:
@@ -129,6 +161,61 @@ def _hold_lease(settings: Settings, stop: StopSignal) -> lease.LeaseKeeper:
         log.info("stopped while waiting as a standby")
         raise SystemExit(0)
     return keeper
+
+
+def _profile_parts(
+    settings: Settings,
+    config: preflight.JobConfig,
+    topics: dict[str, int],
+    dead_letters: bool,
+    target: str,
+    until_end: bool,
+    stop: StopSignal,
+    fence: Callable[[], int] | None,
+) -> ProfileParts | None:
+    """The profiles input when its topic exists (``lb run`` creates it), else None."""
+    if settings.profiles_topic not in topics:
+        log.info("no profiles topic %r: pages carry no profiles", settings.profiles_topic)
+        return None
+    if dead_letters and settings.profiles_dlq_topic not in topics:
+        print(
+            f"{FLOW_ID}: error: the profiles dead-letter topic {settings.profiles_dlq_topic!r} "
+            "(LB_PROFILES_DLQ_TOPIC) does not exist: `lb run` creates it",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise SystemExit(2)
+    retry = Backoff(budget_s=settings.redis_retry_s)
+    rewinds = Rewinds()
+
+    def redis() -> RedisClient:
+        return job_redis_client(settings)
+
+    source = ScoreTopicSource(
+        settings.kafka_config(),
+        settings.profiles_topic,
+        batch_ms=settings.batch_ms,
+        batch_max=settings.batch_max,
+        until_end=until_end,
+        stop=stop,
+        rewinds=rewinds,
+        resume=ResumeProfiles(redis, target, retry),
+    )
+    letters = (
+        DeadLetterSink(
+            settings.kafka_config(),
+            settings.profiles_dlq_topic,
+            settings.profiles_topic,
+            delivery_timeout_s=settings.kafka_retry_s,
+            fence=fence,
+            namespace=settings.namespace,
+        )
+        if dead_letters
+        else None
+    )
+    check = ProfileValidator(ProfileCodec.from_registry().decode, config.keyring).check_batch
+    sink = RedisProfileSink(redis, target, retry, rewinds, stopping=stop.is_set)
+    return ProfileParts(source, check, sink, letters)
 
 
 def build(
@@ -203,10 +290,13 @@ def build(
         max_updates=settings.write_max_updates,
         fence=fence,
     )
-    flow = wire(source, validator.check_batch, boards, letters)
+    profiles = _profile_parts(
+        settings, config, topics, dead_letters, target, until_end, stop, fence
+    )
+    flow = wire(source, validator.check_batch, boards, letters, profiles)
     # The flow is built once per worker process, before it consumes anything.
     tune_for_streaming()
     return flow
 
 
-__all__ = ["CheckedBatch", "RecordBatch", "build", "wire"]
+__all__ = ["CheckedBatch", "ProfileParts", "RecordBatch", "build", "wire", "wire_profiles"]

@@ -45,6 +45,32 @@ def ensure_dead_letter_topic(settings: Settings, partitions: int, topics: dict[s
             raise ServiceError(f"cannot create {settings.dlq_topic!r}: {exc}") from exc
 
 
+def ensure_profile_topics(settings: Settings, partitions: int, topics: dict[str, int]) -> None:
+    """Create the profiles topic (compacted) and its dead-letter topic when missing.
+
+    Both get the score topic's partition count; profiles are keyed by playerId,
+    like score events, so one player's profile records stay in order.
+    """
+    wanted = [
+        NewTopic(
+            settings.profiles_topic,
+            num_partitions=partitions,
+            config={"cleanup.policy": "compact"},
+        ),
+        NewTopic(settings.profiles_dlq_topic, num_partitions=partitions),
+    ]
+    missing = [topic for topic in wanted if topic.topic not in topics]
+    if not missing:
+        return
+    admin = AdminClient(quiet_kafka_config(settings))
+    for name, future in admin.create_topics(missing).items():
+        try:
+            future.result(timeout=30)
+        except Exception as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise ServiceError(f"cannot create {name!r}: {exc}") from exc
+
+
 def ensure_recovery_store(settings: Settings, flow: str) -> str:
     """The recovery directory of (flow, topic), initialised on first use."""
     path = settings.recovery_dir(flow)

@@ -33,6 +33,7 @@ COMMANDS: tuple[str, ...] = (
     "dlq",
     "read",
     "friends",
+    "profiles",
     "serve",
     "sketches",
     "hot",

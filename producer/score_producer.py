@@ -143,11 +143,13 @@ class ScoreProducer:
     def produce_record(
         self,
         key: bytes,
-        value: bytes,
+        value: bytes | None,
         timestamp_ms: int | None = None,
         on_delivery: DeliveryReport | None = None,
     ) -> None:
         """Queue one record; ``timestamp_ms`` None lets Kafka stamp it (CreateTime = now).
+
+        A ``None`` value is a tombstone (a compacted topic then forgets the key).
 
         A full local queue is not an error: the call serves delivery reports
         (which frees space) and retries, so a producer faster than the broker

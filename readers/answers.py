@@ -20,6 +20,7 @@ from typing import Literal, NotRequired, TypeVar
 
 from typing_extensions import TypedDict
 
+from domain.profiles import Profile
 from domain.ranking import Entry
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "HotRow",
     "PlayerTournament",
     "PlayerTournaments",
+    "Profile",
     "RankAnswer",
     "TopPage",
 ]
@@ -53,6 +55,7 @@ def _documented(shape: type[T]) -> type[T]:
 
 
 _documented(Entry)
+_documented(Profile)
 
 
 @_documented

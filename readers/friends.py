@@ -154,6 +154,11 @@ class FriendsReader:
         self._jitter = jitter
         self._rng = rng if rng is not None else random.Random()
 
+    @property
+    def client(self) -> RedisClient:
+        """The Redis client it reads with."""
+        return self._client
+
     def _keys(self, game_id: str, player_id: str) -> tuple[str, str]:
         check_player_id(player_id)
         self._boards.game(game_id)

@@ -112,7 +112,9 @@ def topic(kafka_bootstrap: str, request: pytest.FixtureRequest) -> Iterator[str]
         30,
     )
     yield name
-    for future in admin.delete_topics([name, f"{name}.dlq"]).values():
+    # lb run also makes the profiles topics beside it (config.settings.profiles_topic_for).
+    made = [name, f"{name}.dlq", f"{name}.profiles", f"{name}.profiles.dlq"]
+    for future in admin.delete_topics(made).values():
         with contextlib.suppress(Exception):  # best-effort cleanup
             future.result(timeout=30)
 

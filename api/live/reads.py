@@ -20,6 +20,7 @@ from api.live.hub import ChangeHub
 from api.live.messages import Outgoing, compact
 from readers.async_boards import AsyncBoardReader
 from readers.boards import RankAnswer, TopPage
+from readers.profiles import AsyncProfileReader
 
 #: Reads (and encoded messages) kept before the cache starts afresh (bounded memory).
 MAX_READS = 10_000
@@ -59,9 +60,16 @@ def _failed(future: asyncio.Future[Any]) -> bool:
 class SharedReads:
     """Pages and ranks for pushes: one reader call per (question, hub version), shared."""
 
-    def __init__(self, hub: ChangeHub, reader: AsyncBoardReader) -> None:
+    def __init__(
+        self,
+        hub: ChangeHub,
+        reader: AsyncBoardReader,
+        profiles: AsyncProfileReader | None = None,
+    ) -> None:
+        """``profiles``: pushed pages carry each entry's profile (one lookup per shared read)."""
         self._hub = hub
         self._async = reader
+        self._profiles = profiles
         self.reader = reader.sync
         self._reads: dict[Hashable, tuple[int, asyncio.Future[Any]]] = {}
         self._texts: dict[Hashable, Outgoing] = {}
@@ -109,7 +117,10 @@ class SharedReads:
 
     async def top(self, game: str, window_id: str, n: int, version: int) -> TopRead:
         async def read() -> TopRead:
-            return TopRead.of(await self._async.top(game, window_id, n, now_ms=now_ms()), n)
+            page = await self._async.top(game, window_id, n, now_ms=now_ms())
+            if self._profiles is not None:
+                await self._profiles.hydrate(page)
+            return TopRead.of(page, n)
 
         found: TopRead = await self._shared(("top", game, window_id, n), version, read)
         return found

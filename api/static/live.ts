@@ -3,6 +3,7 @@
 // resumes after the last id (a "gap" says the server no longer had it). Bundled
 // with the client into live.js by scripts/build_js.sh (esbuild); no CDN.
 import {
+  type Entry,
   LeaderboardClient,
   type LiveState,
   type LiveSubscription,
@@ -45,6 +46,24 @@ function show(value: number | string | null | undefined): string {
   return typeof value === "number" ? value.toLocaleString("en-US") : value;
 }
 
+/** The player cell: avatar and display name when the entry carries a profile, else the id. */
+function fillPlayer(cell: HTMLTableCellElement, entry: Entry): void {
+  const profile = entry.profile ?? null;
+  cell.replaceChildren();
+  cell.title = entry.playerId;
+  cell.dataset.name = profile?.displayName ?? "";
+  if (profile?.avatarUrl) {
+    const avatar = document.createElement("img");
+    avatar.className = "avatar";
+    avatar.alt = "";
+    avatar.src = profile.avatarUrl;
+    cell.append(avatar);
+  }
+  const name = document.createElement("span");
+  name.textContent = profile?.displayName ?? entry.playerId;
+  cell.append(name);
+}
+
 function renderTop(message: TopMessage, player: string): void {
   const before = new Map([...tbody.rows].map((row) => [row.dataset.player, row.dataset.score]));
   tbody.replaceChildren(
@@ -52,11 +71,13 @@ function renderTop(message: TopMessage, player: string): void {
       const row = document.createElement("tr");
       row.dataset.player = entry.playerId;
       row.dataset.score = String(entry.score);
-      for (const value of [entry.rank, entry.playerId, entry.score]) {
-        const cell = document.createElement("td");
-        cell.textContent = show(value);
-        row.append(cell);
-      }
+      const rank = document.createElement("td");
+      const who = document.createElement("td");
+      const score = document.createElement("td");
+      rank.textContent = show(entry.rank);
+      fillPlayer(who, entry);
+      score.textContent = show(entry.score);
+      row.append(rank, who, score);
       if (entry.playerId === player) row.classList.add("me");
       if (before.size && before.get(entry.playerId) !== row.dataset.score) row.classList.add("changed");
       return row;
@@ -87,8 +108,29 @@ function onState(state: LiveState): void {
   }
 }
 
+/** Profiles change without a board change (no push): the shown rows' names are re-read. */
+const PROFILE_REFRESH_MS = 2000;
+let refresher: number | undefined;
+
+async function refreshProfiles(params: Watch): Promise<void> {
+  if (!tbody.rows.length) return;
+  const page = await client.top(params.game, { window: params.window, limit: Number(params.top) });
+  const entries = new Map(page.entries.map((entry) => [entry.playerId, entry]));
+  for (const row of [...tbody.rows]) {
+    const entry = entries.get(row.dataset.player ?? "");
+    const cell = row.cells[1];
+    if (entry !== undefined && cell !== undefined && cell.dataset.name !== (entry.profile?.displayName ?? "")) {
+      fillPlayer(cell, entry);
+    }
+  }
+}
+
 function watch(params: Watch): void {
   subscription?.close();
+  window.clearInterval(refresher);
+  refresher = window.setInterval(() => {
+    refreshProfiles(params).catch(() => undefined); // the next push or refresh tries again
+  }, PROFILE_REFRESH_MS);
   resumed = null;
   notice.hidden = true;
   subscription = client.live(

@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 
 from config.settings import Settings
-from lb.commands.read import add_game, add_window, emit, now_ms, table
+from lb.commands.read import add_game, add_profiles, add_window, emit, now_ms, table
 from readers import game_catalog, redis_client
 from readers.friends import FriendsReader
+from readers.profiles import ProfileReader
 
 
 def _reader() -> FriendsReader:
@@ -21,7 +22,10 @@ def _reader() -> FriendsReader:
 
 
 def _board(args: argparse.Namespace) -> int:
-    board = _reader().board(args.game, args.player, args.window, now_ms=now_ms())
+    reader = _reader()
+    board = reader.board(args.game, args.player, args.window, now_ms=now_ms())
+    if args.profiles:
+        ProfileReader(reader.client, reader.namespace).hydrate(board)
     if args.json:
         emit(board)
         return 0
@@ -68,6 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     add_game(board, player=True)
     add_window(board)
+    add_profiles(board)
     board.set_defaults(handler=_board)
 
     for name, handler, verb in (

@@ -21,6 +21,7 @@ from domain.ranking import Entry
 from readers import game_catalog, redis_client
 from readers.boards import BoardReader
 from readers.games import what_exists_instead
+from readers.profiles import Page, ProfileReader
 
 WINDOW_HELP = (
     "alltime, hourly, daily, weekly, monthly (the current one, in the game's reset "
@@ -66,14 +67,27 @@ def table(rows: Sequence[Entry], marker: str | None = None) -> str:
         return "  (no entries)"
     ranks = ["-" if row["rank"] is None else str(row["rank"]) for row in rows]
     rank_w = max(4, *(len(r) for r in ranks))
-    name_w = max(6, *(len(row["playerId"]) for row in rows))
+    names = [_name(row) for row in rows]
+    name_w = max(6, *(len(name) for name in names))
     scores = [f"{row['score']:,}" for row in rows]
     score_w = max(5, *(len(s) for s in scores))
     lines = [f"  {'rank':>{rank_w}}  {'player':<{name_w}}  {'score':>{score_w}}"]
-    for rank, row, score in zip(ranks, rows, scores, strict=True):
+    for rank, row, name, score in zip(ranks, rows, names, scores, strict=True):
         flag = ">" if row["playerId"] == marker else " "
-        lines.append(f"{flag} {rank:>{rank_w}}  {row['playerId']:<{name_w}}  {score:>{score_w}}")
+        lines.append(f"{flag} {rank:>{rank_w}}  {name:<{name_w}}  {score:>{score_w}}")
     return "\n".join(lines)
+
+
+def _name(row: Entry) -> str:
+    """The player column: the id, and the display name when the entry carries a profile."""
+    profile = row.get("profile")
+    return row["playerId"] if not profile else f"{row['playerId']} ({profile['displayName']})"
+
+
+def _hydrated(settings: Settings, reader: BoardReader, answer: Page, wanted: bool) -> None:
+    """Add each entry's profile when asked (``--profiles``): one round trip."""
+    if wanted:
+        ProfileReader(reader.client, settings.namespace).hydrate(answer)
 
 
 def _top(args: argparse.Namespace) -> int:
@@ -92,6 +106,7 @@ def _top(args: argparse.Namespace) -> int:
     )
     if not page["entries"] and not args.offset and not args.cursor:
         must_have_boards(settings, args.game)
+    _hydrated(settings, reader, page, args.profiles)
     if args.json:
         emit(page)
         return 0
@@ -162,6 +177,7 @@ def _around(args: argparse.Namespace) -> int:
     )
     if answer["player"] is None:
         must_have_boards(settings, args.game)
+    _hydrated(settings, reader, answer, args.profiles)
     if args.json:
         emit(answer)
     elif answer["player"] is None:
@@ -221,6 +237,15 @@ def add_rank_mode(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_profiles(parser: argparse.ArgumentParser) -> None:
+    """``--profiles``: each entry also carries its player's profile."""
+    parser.add_argument(
+        "--profiles",
+        action="store_true",
+        help="add each entry's profile (display name, avatar, country; null: none)",
+    )
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``top``, ``rank`` and ``around``."""
     top = subparsers.add_parser(
@@ -246,6 +271,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--seconds", type=float, default=0.0, help="stop watching after this long (0: never)"
     )
     add_rank_mode(top)
+    add_profiles(top)
     top.set_defaults(handler=_top)
 
     rank = subparsers.add_parser(
@@ -270,6 +296,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add_window(around)
     around.add_argument("--k", type=int, default=5, help="neighbours on each side (0..100)")
     add_rank_mode(around)
+    add_profiles(around)
     around.set_defaults(handler=_around)
 
     tournaments = subparsers.add_parser(

@@ -28,8 +28,11 @@ from adapters.kafka import records_in_topic
 from config.clients import redis_client
 from config.settings import Settings
 from domain.backfill_plan import staging_namespace as _staging
+from domain.backoff import Backoff
 from domain.errors import ConfigError
+from domain.signing import parse_keyring
 from jobs.namespace_swap import drop_namespace, swap_namespace
+from jobs.profile_replay import rebuild_profiles, topic_exists, validator_of
 from lb.commands.backfill import add_common_flags, run_backfill
 from lb.commands.run import add_scaling_flags, launch
 from lb.progress_bar import Bar
@@ -112,7 +115,7 @@ def _rebuild(args: argparse.Namespace) -> int:
     if args.workers != 1:
         raise ConfigError("--workers applies to --offline only (stop lb run first)")
     settings = Settings.from_env()
-    return run_backfill(
+    code = run_backfill(
         settings,
         topic=settings.topic,
         games=(),
@@ -125,6 +128,29 @@ def _rebuild(args: argparse.Namespace) -> int:
         kind="rebuild",
         key=(),
         processes=args.processes,
+    )
+    if code == 0 and not args.dry_run:
+        _rebuild_profiles(settings)
+    return code
+
+
+def _rebuild_profiles(settings: Settings) -> None:
+    """The profile buckets, replayed from the profiles topic and swapped in bucket by bucket."""
+    config = settings.kafka_config()
+    if not topic_exists(config, settings.profiles_topic):
+        return
+    records = rebuild_profiles(
+        redis_client(settings),
+        config,
+        settings.profiles_topic,
+        settings.namespace,
+        validator_of(parse_keyring(settings.hmac_keys.reveal())),
+        Backoff(budget_s=settings.redis_retry_s),
+    )
+    print(
+        f"lb rebuild: profiles: {records:,} records of {settings.profiles_topic} replayed "
+        "and swapped in",
+        file=sys.stderr,
     )
 
 

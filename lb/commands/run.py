@@ -33,6 +33,7 @@ from infra.launch import (
     JobProcesses,
     child_env,
     ensure_dead_letter_topic,
+    ensure_profile_topics,
     ensure_recovery_store,
     job_commands,
 )
@@ -83,6 +84,7 @@ def launch(
     # (LB_STANDBY=refuse) before anything is created. A staging namespace has no lease.
     standby = _standby(settings, commands) if "namespace=" not in flow_call else ""
     ensure_dead_letter_topic(settings, partitions, topics)
+    ensure_profile_topics(settings, partitions, topics)
     if recovery is not None:
         ensure_recovery_store(settings, flow)
     games = preflight.describe_games(config.catalog, settings.games_file)

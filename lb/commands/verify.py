@@ -36,6 +36,7 @@ from domain.games import GameCatalog
 from domain.signing import parse_keyring
 from domain.validation import Validator
 from jobs.dead_letter_reader import Letter, read_letters
+from jobs.profile_replay import ProfileAudit, audit_profiles, topic_exists, validator_of
 from jobs.verifier import Verifier
 from jobs.verify_report import Difference, VerifyReport
 from readers.games import what_exists_instead
@@ -157,11 +158,41 @@ def _verify(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # cleans up the scratch keys like Ctrl-C
     report = verifier.run()
     _none_compared(settings, catalog, report, args.game or [])
+    profiles = None if args.game else _audit_profiles(settings)
     if args.json:
-        print(json.dumps(report.as_dict(args.examples)))
+        doc = report.as_dict(args.examples)
+        if profiles is not None:
+            doc["profiles"] = profiles.as_dict(args.examples)
+        print(json.dumps(doc))
     else:
         _print_text(report, args.examples, catalog)
-    return 0 if report.equal else 1
+        if profiles is not None:
+            _print_profiles(profiles, args.examples)
+    return 0 if report.equal and (profiles is None or profiles.equal) else 1
+
+
+def _audit_profiles(settings: Settings) -> ProfileAudit | None:
+    """The profile buckets against the profiles topic (None: no such topic)."""
+    config = settings.kafka_config()
+    if not topic_exists(config, settings.profiles_topic):
+        return None
+    return audit_profiles(
+        redis_client(settings),
+        config,
+        settings.profiles_topic,
+        settings.namespace,
+        validator_of(parse_keyring(settings.hmac_keys.reveal())),
+    )
+
+
+def _print_profiles(audit: ProfileAudit, examples: int) -> None:
+    verdict = "equal" if audit.equal else "DIFFERENT"
+    print(
+        f"profiles {verdict}: {audit.players:,} live profiles compared, "
+        f"{audit.records:,} records replayed"
+    )
+    for player, live, log in audit.differences[:examples]:
+        print(f"  profile {player}: live {live}, log {log}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -288,7 +288,14 @@ def scratch(services: dict[str, Any], tmp_path: Path) -> Iterator[tuple[Path, di
     )
     yield root, env
     admin = AdminClient({"bootstrap.servers": base.kafka_bootstrap})
-    for future in admin.delete_topics([env["LB_TOPIC"], f"{env['LB_TOPIC']}.dlq"]).values():
+    for future in admin.delete_topics(
+        [
+            env["LB_TOPIC"],
+            f"{env['LB_TOPIC']}.dlq",
+            f"{env['LB_TOPIC']}.profiles",  # lb run makes the profiles topics beside it
+            f"{env['LB_TOPIC']}.profiles.dlq",
+        ]
+    ).values():
         with contextlib.suppress(Exception):
             future.result(timeout=30)
     import redis

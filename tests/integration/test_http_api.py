@@ -27,8 +27,10 @@ from adapters.redis import RedisClient
 from domain.events import EventKind
 from domain.games import GameCatalog
 from domain.keys import shard_of
+from domain.profiles import ProfileKeys, bucket_of, stored_bytes
 from domain.signing import Verdict, canonical, parse_keyring, sign, verify
 from readers.boards import BoardReader
+from readers.profiles import ProfileReader
 from schemas.codec import ScoreEventCodec
 from tests.integration.api_server import api_settings, running_api
 
@@ -106,15 +108,27 @@ def test_reads_give_the_python_api_answers(
 ) -> None:
     _seed(redis_client, namespace)
     reader = BoardReader(redis_client, catalog, namespace)
+    # Some players have a profile; pages carry them (null for the others) unless profile=false.
+    for player in ("p4", "p8", "s7"):
+        redis_client.hset(
+            ProfileKeys(namespace, bucket_of(player)).profiles,
+            player,
+            stored_bytes(
+                {"displayName": player.upper(), "avatarUrl": None, "country": None, "updatedAt": 1}
+            ),
+        )
+    hydrated = ProfileReader(redis_client, namespace).hydrate
+    status, _, bare = http.get("/v1/leaderboards/g/top?limit=7&offset=3&profile=false")
+    assert bare == reader.top("g", "alltime", 7, 3, now_ms=NOW_MS)
 
     status, _, page = http.get("/v1/leaderboards/g/top?window=alltime&limit=7&offset=3")
     assert status == 200
-    assert page == reader.top("g", "alltime", 7, 3, now_ms=NOW_MS)
+    assert page == hydrated(reader.top("g", "alltime", 7, 3, now_ms=NOW_MS))
     assert [e["rank"] for e in page["entries"]] == list(range(4, 11))
 
     status, _, nxt = http.get(f"/v1/leaderboards/g/top?limit=7&cursor={page['nextCursor']}")
     assert status == 200
-    assert nxt == reader.top("g", "alltime", 7, cursor=page["nextCursor"], now_ms=NOW_MS)
+    assert nxt == hydrated(reader.top("g", "alltime", 7, cursor=page["nextCursor"], now_ms=NOW_MS))
     assert nxt["entries"][0]["rank"] == 11
 
     status, _, rank = http.get("/v1/leaderboards/g/players/p8?window=alltime")
@@ -124,8 +138,9 @@ def test_reads_give_the_python_api_answers(
 
     status, _, around = http.get("/v1/leaderboards/g/players/p8/neighbors?k=2")
     assert status == 200
-    assert around == reader.around("g", "p8", "alltime", 2, now_ms=NOW_MS)
+    assert around == hydrated(reader.around("g", "p8", "alltime", 2, now_ms=NOW_MS))
     assert len(around["above"]) == 2 and len(around["below"]) == 2
+    assert around["player"]["profile"]["displayName"] == "P8"
 
     # A sharded game (its own path in the async reader) answers like the Python API too.
     for i in range(30):
@@ -135,12 +150,12 @@ def test_reads_give_the_python_api_answers(
     for path, expected in [
         (
             "/v1/leaderboards/sh/top?limit=5&offset=2",
-            reader.top("sh", "alltime", 5, 2, now_ms=NOW_MS),
+            hydrated(reader.top("sh", "alltime", 5, 2, now_ms=NOW_MS)),
         ),
         ("/v1/leaderboards/sh/players/s7", reader.rank("sh", "s7", "alltime", now_ms=NOW_MS)),
         (
             "/v1/leaderboards/sh/players/s7/neighbors?k=3",
-            reader.around("sh", "s7", "alltime", 3, now_ms=NOW_MS),
+            hydrated(reader.around("sh", "s7", "alltime", 3, now_ms=NOW_MS)),
         ),
     ]:
         assert http.get(path)[2] == expected, path
@@ -149,7 +164,7 @@ def test_reads_give_the_python_api_answers(
     for path, expected in [
         (
             "/v1/leaderboards/g/top?limit=9&offset=1&rank_mode=competition",
-            reader.top("g", "alltime", 9, 1, now_ms=NOW_MS, ranks="competition"),
+            hydrated(reader.top("g", "alltime", 9, 1, now_ms=NOW_MS, ranks="competition")),
         ),
         (
             "/v1/leaderboards/g/players/p8?rank_mode=competition",
@@ -157,7 +172,7 @@ def test_reads_give_the_python_api_answers(
         ),
         (
             "/v1/leaderboards/sh/players/s7/neighbors?k=3&rank_mode=competition",
-            reader.around("sh", "s7", "alltime", 3, now_ms=NOW_MS, ranks="competition"),
+            hydrated(reader.around("sh", "s7", "alltime", 3, now_ms=NOW_MS, ranks="competition")),
         ),
     ]:
         assert http.get(path)[2] == expected, path
@@ -228,6 +243,7 @@ def test_friends_routes(http: Client, redis_client: RedisClient, namespace: str)
     assert [e["playerId"] for e in board["entries"]] == ["p2", "p1", "p8"]
     assert [e["rank"] for e in board["entries"]] == [1, 2, 3]
     assert headers["Cache-Control"] == f"private, max-age={board['ttl']}"
+    assert [e["profile"] for e in board["entries"]] == [None, None, None]
     status, _, again = http.get("/v1/leaderboards/g/friends?playerId=p8")
     assert again["cached"] is True and again["entries"] == board["entries"]
 

@@ -102,6 +102,23 @@ class FakeBoards:
         return {"window": window, "above": above, "player": rows[at], "below": below}
 
 
+#: The profiles :class:`FakeProfiles` holds: ada has one, nobody else.
+PROFILES: dict[str, Any] = {
+    "ada": {"displayName": "Ada", "avatarUrl": None, "country": "FR", "updatedAt": 1}
+}
+
+
+class FakeProfiles:
+    """The asyncio profile reader's hydration, from :data:`PROFILES` instead of Redis."""
+
+    async def hydrate(self, answer: Any) -> Any:
+        from readers.profiles import lines_of
+
+        for line in lines_of(answer):
+            line["profile"] = PROFILES.get(line["playerId"])
+        return answer
+
+
 def _app(*, hot_routes: bool, broken: bool = False) -> Any:
     """The app as served, its state filled as its lifespan would, with the fake store."""
     settings = Settings(
@@ -119,6 +136,7 @@ def _app(*, hot_routes: bool, broken: bool = False) -> Any:
         inner = inner.app
     inner.state.clock = lambda: NOW_MS
     inner.state.async_boards = FakeBoards(catalog, broken)
+    inner.state.async_profiles = FakeProfiles()
     inner.state.pages = None
     inner.state.intake = None
     return app
@@ -159,12 +177,16 @@ def test_the_hot_route_answers_byte_for_byte_as_the_route() -> None:
     assert page == {
         "window": "alltime",
         "entries": [
-            {"rank": 1, "playerId": "ada", "score": 300},
-            {"rank": 2, "playerId": "bob", "score": 200},
+            {"rank": 1, "playerId": "ada", "score": 300, "profile": PROFILES["ada"]},
+            {"rank": 2, "playerId": "bob", "score": 200, "profile": None},
         ],
         "nextCursor": "next",
     }
     assert json.loads(hot[6][2])["error"]["code"] == "BAD_REQUEST"
+    bare = "/v1/leaderboards/g/top?limit=1&profile=false"
+    hot_bare, plain_bare = (_get(_app(hot_routes=h), [bare])[0] for h in (True, False))
+    assert hot_bare == plain_bare
+    assert json.loads(hot_bare[2])["entries"] == [{"rank": 1, "playerId": "ada", "score": 300}]
     assert json.loads(hot[8][2])["error"]["code"] == "UNKNOWN_GAME"
 
 
@@ -196,5 +218,6 @@ def test_rank_and_neighbours_are_the_readers_answers_or_404() -> None:
     )
     assert [e["playerId"] for e in json.loads(around[2])["above"]] == ["bob"]
     assert json.loads(around[2])["player"]["rank"] == 3
+    assert json.loads(around[2])["player"]["profile"] is None
     for status, _, body in (no_rank, no_around):
         assert (status, json.loads(body)["error"]["code"]) == (404, "NOT_FOUND")

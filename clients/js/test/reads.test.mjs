@@ -38,8 +38,8 @@ test("top: a page best first, then the next one by cursor", async () => {
   const page = await client.top(GAME, { window: "alltime", limit: 2 });
   assert.equal(page.window, "alltime");
   assert.deepEqual(page.entries, [
-    { rank: 1, playerId: "ada", score: 300 },
-    { rank: 2, playerId: "bob", score: 200 },
+    { rank: 1, playerId: "ada", score: 300, profile: null },
+    { rank: 2, playerId: "bob", score: 200, profile: null },
   ]);
   assert.ok(page.nextCursor);
   const next = await client.top(GAME, { limit: 2, cursor: page.nextCursor });
@@ -51,7 +51,9 @@ test("top: a page best first, then the next one by cursor", async () => {
     ],
   );
   const last = await client.top(GAME, { limit: 2, offset: 4 });
-  assert.deepEqual(last.entries, [{ rank: 5, playerId: "dee", score: 50 }]);
+  assert.deepEqual(last.entries, [{ rank: 5, playerId: "dee", score: 50, profile: null }]);
+  const bare = await client.top(GAME, { limit: 1, profile: false });
+  assert.deepEqual(bare.entries, [{ rank: 1, playerId: "ada", score: 300 }]);
   assert.equal(last.nextCursor, null);
 });
 
@@ -70,9 +72,9 @@ test("rank: rank, score and percentile; an id with / and ü is one path segment"
 
 test("around: k players above and below", async () => {
   const around = await client.around(GAME, "cy", { k: 1 });
-  assert.deepEqual(around.above, [{ rank: 2, playerId: "bob", score: 200 }]);
-  assert.deepEqual(around.player, { rank: 3, playerId: "cy", score: 100 });
-  assert.deepEqual(around.below, [{ rank: 4, playerId: "ü/ser", score: 75 }]);
+  assert.deepEqual(around.above, [{ rank: 2, playerId: "bob", score: 200, profile: null }]);
+  assert.deepEqual(around.player, { rank: 3, playerId: "cy", score: 100, profile: null });
+  assert.deepEqual(around.below, [{ rank: 4, playerId: "ü/ser", score: 75, profile: null }]);
 });
 
 test("friends: a player and the players they follow, ranked among themselves", async () => {
