@@ -159,6 +159,8 @@ class GameConfig:
     """62 days: a closed month stays readable for two more months."""
     seasons: tuple[Season, ...] = ()
     tournaments: tuple[Tournament, ...] = ()
+    dense_ranks: bool = False
+    """Keep distinct-score counts with every board, so reads can give dense ranks."""
 
     @property
     def ascending(self) -> bool:

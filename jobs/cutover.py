@@ -32,7 +32,8 @@ with its cache, which matters when the replay used other rules than the cache
 was built with (a scoring fix, a new window).
 
 *Fill* (:data:`FILL_GROUP`): staged boards are moved in only where the live
-group has no such board; the registry learns the window; nothing else moves.
+group has no such board, each with its distinct-score counts (dense ranks); the
+registry learns the window; nothing else moves.
 """
 
 from __future__ import annotations
@@ -97,13 +98,22 @@ return {n, equal}
 
 FILL_GROUP = Script(
     """
--- KEYS[1] live registry (meta:boards), KEYS[2..n+1] staged boards, KEYS[n+2..2n+1] live names.
--- ARGV: n, then n window ids. Returns 1 (moved) or 0 (the live board exists) per board.
+-- KEYS[1] live registry (meta:boards), KEYS[2..n+1] staged boards, KEYS[n+2..2n+1] live names,
+-- then per board its distinct-count keys (dense ranks): staged counts, staged floors, live
+-- counts, live floors. ARGV: n, then n window ids.
+-- Returns 1 (moved) or 0 (the live board exists) per board.
 local n = tonumber(ARGV[1]); local out = {}
 for i = 1, n do
   if redis.call('EXISTS', KEYS[n + 1 + i]) == 0 then
     redis.call('RENAME', KEYS[1 + i], KEYS[n + 1 + i])
     redis.call('SADD', KEYS[1], ARGV[1 + i])
+    local d = 2 * n + 1 + 4 * (i - 1)
+    for j = 1, 2 do
+      redis.call('UNLINK', KEYS[d + 2 + j])
+      if redis.call('EXISTS', KEYS[d + j]) == 1 then
+        redis.call('RENAME', KEYS[d + j], KEYS[d + 2 + j])
+      end
+    end
     out[i] = 1
   else
     out[i] = 0
@@ -218,6 +228,10 @@ def fill_group(
     names = [key.split("}:", 1)[1] for key in staged]
     targets = [live + key[len(staging) :] for key in staged]
     keys = [GroupKeys(live, tag).boards, *staged, *targets]
+    staged_group, live_group = GroupKeys(staging, tag), GroupKeys(live, tag)
+    for window in names:  # the distinct-score counts move with their board
+        keys += [staged_group.dense_counts(window), staged_group.dense_scores(window)]
+        keys += [live_group.dense_counts(window), live_group.dense_scores(window)]
     try:
         answer = FILL_GROUP(client, keys, [len(staged), *names])
     except redis.RedisError as exc:

@@ -280,11 +280,15 @@ class Verifier:
         return out
 
     def _compare_counts(self, tag: str, report: VerifyReport) -> list[Difference]:
-        """Tournaments' attempts and seats hashes, both ways in chunks; suspects only."""
+        """Count hashes both ways in chunks; suspects only.
+
+        Tournaments' attempts and seats, and a dense-ranked board's distinct-score
+        counts (``meta:dense:n:``: members per score floor and ``#``, all counted).
+        """
         live, scratch = GroupKeys(self._namespace, tag), GroupKeys(self.scratch, tag)
         names: set[str] = set()
         for keys in (live, scratch):
-            for kind in ("attempts", "entries"):
+            for kind in ("attempts", "entries", "dense:n"):
                 pattern = f"{glob_escape(keys.prefix)}meta:{kind}:*"
                 for raw in self._client.scan_iter(match=pattern, count=1000):
                     names.add(text_of(raw)[len(keys.prefix) :])

@@ -116,6 +116,8 @@ class GroupWrite:
     #: Tournament counts set to absolute values (``HSET key field value``): a
     #: player's attempts, a partition's seats taken.
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Distinct-score count changes of a ``dense_ranks`` game's boards (same atomic write).
+    distinct: list[DistinctWrite] = field(default_factory=list)
 
 
 @dataclass
@@ -159,3 +161,22 @@ class Reads:
     scores: dict[tuple[str, str], int | None]
     registries: dict[str, set[str]]
     counts: dict[tuple[str, str], int]
+
+
+@dataclass(slots=True)
+class DistinctWrite:
+    """How one write moves a dense-ranked board's distinct-score counts.
+
+    ``pairs`` are ``(old, new)`` score floors (``score * slots``, as decimal
+    text) of the members whose score changes: ``""`` is "not on the board",
+    ``"?<playerId>"`` a value the planner never read (a RETRACT), which the
+    script reads before the member is removed. Pairs whose score stays are left out.
+    """
+
+    board: str
+    counts: str
+    scores: str
+    slots: int
+    #: The board's expiry (unix seconds) when this write sets it, else 0.
+    expire_at_s: int
+    pairs: list[tuple[str, str]] = field(default_factory=list)

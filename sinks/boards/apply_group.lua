@@ -3,6 +3,7 @@
 -- ARGV: field, offset, expected watermark, members per command, then counted sections.
 -- Answers {outcome, microseconds Redis spent writing}: outcome 1 applied, 0 applied
 -- before, -2 - stored when refused (encoding.refused_at).
+-- Dense ranks: ARGV[#ARGV - 1] is where the distinct-count section starts (0: none).
 -- Fence: the last key is the group's fence, the last argument the writer's epoch
 -- (0: not a leased deployment, unchecked). A deposed deployment's epoch is below it.
 local epoch = tonumber(ARGV[#ARGV])
@@ -21,6 +22,52 @@ local t0 = redis.call('TIME')
 local per = tonumber(ARGV[4])
 local i = 5
 local function take() local v = ARGV[i]; i = i + 1; return v end
+-- Distinct-score counts of dense-ranked boards (encoding.distinct_args): a section
+-- of its own at the end, found through ARGV[#ARGV - 1] and applied before the
+-- members change, so an unknown old value ('?' .. member) is still there to read.
+local dense = tonumber(ARGV[#ARGV - 1])
+if dense > 0 then
+  local j = dense
+  local function nxt() local v = ARGV[j]; j = j + 1; return v end
+  for _ = 1, tonumber(nxt()) do           -- board, counts, scores, slots, expiry, n, (old new)*
+    local b = KEYS[tonumber(nxt())]; local h = KEYS[tonumber(nxt())]
+    local z = KEYS[tonumber(nxt())]; local slots = tonumber(nxt())
+    local exp = tonumber(nxt()); local delta = 0
+    -- No board (never written, or its window expired): no member had a value,
+    -- whatever the planner remembers, and counts left behind are dropped.
+    local present = redis.call('EXISTS', b) == 1
+    if not present then redis.call('UNLINK', h, z) end
+    for _ = 1, tonumber(nxt()) do
+      local old = nxt(); local new = nxt()
+      if not present then
+        old = ''
+      elseif string.sub(old, 1, 1) == '?' then
+        local c = redis.call('ZSCORE', b, string.sub(old, 2))
+        if c then
+          local v = tonumber(c)
+          old = string.format('%d', v - math.fmod(v, slots))
+        else
+          old = ''
+        end
+      end
+      if old ~= new then
+        if old ~= '' then
+          delta = delta - 1
+          if redis.call('HINCRBY', h, old, -1) <= 0 then
+            redis.call('HDEL', h, old); redis.call('ZREM', z, old)
+          end
+        end
+        if new ~= '' then
+          delta = delta + 1
+          if redis.call('HINCRBY', h, new, 1) == 1 then redis.call('ZADD', z, new, new) end
+        end
+      end
+    end
+    if delta ~= 0 and redis.call('HINCRBY', h, '#', delta) == 0 then redis.call('HDEL', h, '#') end
+    if exp == 0 then exp = math.floor(redis.call('PEXPIRETIME', b) / 1000) end
+    if exp > 0 then redis.call('EXPIREAT', h, exp); redis.call('EXPIREAT', z, exp) end
+  end
+end
 local function chunked(cmd, key, first, n, width)
   local at = first
   while at < first + n * width do

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
 from domain.keys import CHANGES_MAXLEN
 from domain.lease import fence_key
 from domain.planner import Change, GroupWrite
+from domain.planner.model import DistinctWrite
 from telemetry import hooks
 
 #: Members per ZADD/ZREM/HSET/SADD call inside the script (Lua's ``unpack`` takes
@@ -105,7 +107,38 @@ def encode(
         args.append("[" + ",".join(map(change_json, write.changes)) + "]")
     else:
         args.append(0)
+    distinct_args(write.distinct, key_index, args)
     return fenced(keys, args, write, epoch)
+
+
+def distinct_args(
+    moves: list[DistinctWrite], key_index: Callable[[str], int], args: list[Any]
+) -> None:
+    """The distinct-count section (dense ranks), then where it starts (0: none).
+
+    The script reads it first, through that last number (``ARGV[#ARGV - 1]``,
+    the epoch comes after it): a count change needs the value a member had
+    before the write, which an unknown one (``?<playerId>``) is read from.
+    Per board: board, counts and scores key indexes, slots, expiry (0: none),
+    pairs, then ``(old, new)`` floors.
+    """
+    if not moves:
+        args.append(0)
+        return
+    start = len(args) + 1
+    args.append(len(moves))
+    for move in moves:
+        args += [
+            key_index(move.board),
+            key_index(move.counts),
+            key_index(move.scores),
+            move.slots,
+            move.expire_at_s,
+            len(move.pairs),
+        ]
+        for old, new in move.pairs:
+            args += [old, new]
+    args.append(start)
 
 
 def fenced(
