@@ -8,13 +8,15 @@ before and after, the figure ``lb_group_write_seconds`` exports), summed per
 game, so other clients of the same Redis do not count.
 
 Events: ``--players`` players, scores drawn log-normal (mu 7, sigma 1.5, as
-``lb produce`` draws first scores) on the default game (``best``; all-time,
-weekly and daily boards), event times spread over one day.
+``lb produce`` draws first scores: nearly every score distinct, the counts' worst
+case) or, with ``--distinct N``, uniform over N values (many ties), on the
+default game (``best``; all-time, weekly and daily boards), event times spread
+over one day.
 
 Usage (the services up: ``.venv/bin/lb up``)::
 
     .venv/bin/python -m bench.dense_cost                       # 300K events, 50K players
-    .venv/bin/python -m bench.dense_cost --events 1000000 --players 200000
+    .venv/bin/python -m bench.dense_cost --distinct 100              # many ties
 
 Progress on stderr, a JSON summary on stdout; writes no doc section
 (docs/BENCHMARKS.md quotes it with this command). Its keys live in a
@@ -43,12 +45,15 @@ GAMES = '[games."plain"]\n[games."dense"]\ndense_ranks = true\n'
 DAY_START_MS = int(datetime(2026, 5, 4, tzinfo=UTC).timestamp() * 1000)
 
 
-def _events(count: int, players: int, seed: int) -> list[tuple[str, int, int]]:
-    """``(player, score, ts)`` in log order."""
+def _events(count: int, players: int, seed: int, distinct: int) -> list[tuple[str, int, int]]:
+    """``(player, score, ts)`` in log order; ``distinct > 0``: scores uniform in 0..distinct-1."""
     rng = random.Random(seed)
     out = []
     for i in range(count):
-        score = min(10_000_000, int(math.exp(rng.gauss(7, 1.5))))
+        if distinct:
+            score = rng.randrange(distinct)
+        else:
+            score = min(10_000_000, int(math.exp(rng.gauss(7, 1.5))))
         ts = DAY_START_MS + (i * 86_400_000) // count
         out.append((f"p{rng.randrange(players):07d}", score, ts))
     return out
@@ -61,11 +66,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--players", type=int, default=50_000)
     parser.add_argument("--batch", type=int, default=5_000, help="events per batch")
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument(
+        "--distinct",
+        type=int,
+        default=0,
+        help="scores uniform over this many values (many ties); 0: log-normal (default)",
+    )
     args = parser.parse_args(argv)
-    if min(args.events, args.players, args.batch) <= 0:
-        parser.error("--events, --players and --batch must be positive")
+    if min(args.events, args.players, args.batch) <= 0 or args.distinct < 0:
+        parser.error("--events, --players and --batch must be positive, --distinct >= 0")
     catalog = GameCatalog.from_toml(GAMES)
-    events = _events(args.events, args.players, args.seed)
+    events = _events(args.events, args.players, args.seed, args.distinct)
     info = machine()
     with Scratch(base_settings(), f"bench-dense-{uuid.uuid4().hex[:10]}") as scratch:
         ns = scratch.namespace(scratch.prefix)

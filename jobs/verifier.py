@@ -249,11 +249,20 @@ class Verifier:
             out |= {text(m) for m in self._client.smembers(key)}
         return sorted(out)
 
+    def _dense_floors(self, tag: str) -> list[str]:
+        """The distinct-floor sets of dense-ranked boards either side has (compared like boards)."""
+        names: set[str] = set()
+        for keys in (GroupKeys(self._namespace, tag), GroupKeys(self.scratch, tag)):
+            pattern = f"{glob_escape(keys.prefix)}meta:dense:s:*"
+            for raw in self._client.scan_iter(match=pattern, count=1000):
+                names.add(text_of(raw)[len(keys.prefix) :])
+        return sorted(names)
+
     def _compare(self, tag: str, report: VerifyReport) -> list[Difference]:
         """First pass: stream every board of the group both ways; suspects only."""
         live, scratch = GroupKeys(self._namespace, tag), GroupKeys(self.scratch, tag)
         out: list[Difference] = []
-        for window in self._windows(tag):
+        for window in self._windows(tag) + self._dense_floors(tag):
             live_key, scratch_key = live.board(window), scratch.board(window)
             if not (self._client.exists(live_key) or self._client.exists(scratch_key)):
                 continue  # expired on both sides
@@ -345,7 +354,8 @@ class Verifier:
         for window, values in zip(windows, answer[2:], strict=True):
             players = by_window[window]
             expected: list[Any]
-            if window.startswith("meta:"):  # a tournament's attempts or seats hash
+            if window.startswith("meta:") and not window.startswith("meta:dense:s:"):
+                # a count hash: a tournament's attempts or seats, a board's distinct scores
                 expected = self._client.hmget(scratch.board(window), players)
             else:
                 expected = self._client.zmscore(scratch.board(window), players)

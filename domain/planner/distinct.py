@@ -5,9 +5,10 @@ Counting them on read is a scan; so for a game with ``dense_ranks`` every group
 write also moves, per board, a hash *score floor -> members holding it* and a
 sorted set of the floors present (``domain.keys``). The planner knows each
 changed member's value before and after the piece (the same values the
-``ZADD``/``ZREM`` lists come from), so it sends the pair of score floors and the
-script adjusts the counts in the same atomic call, under the same watermark
-guard: a replayed or refused write moves nothing, so the counts hold exactly
+``ZADD``/``ZREM`` lists come from), so it sends, per board, how many members
+leave and reach each score floor, and the script adjusts the counts in the same
+atomic call (a few batched commands per board, not one per member), under the
+same watermark guard: a replayed or refused write moves nothing, so the counts hold exactly
 the board's members after every write (``tests/unit/test_distinct.py``).
 """
 
@@ -19,11 +20,6 @@ from domain.planner.model import UNKNOWN, DistinctWrite, Group, GroupWrite
 
 if TYPE_CHECKING:
     from domain.planner.fold import Fold
-
-
-def floor_text(value: int, slots: int) -> str:
-    """The score floor of a composite (``score * slots``) as the script's text."""
-    return str(value - value % slots)
 
 
 def distinct_writes(fold: Fold, group: Group, write: GroupWrite) -> list[DistinctWrite]:
@@ -48,13 +44,20 @@ def distinct_writes(fold: Fold, group: Group, write: GroupWrite) -> list[Distinc
                     write.expire_at_s.get(board, 0),
                 )
             slots = moves.slots
-            new = "" if value is None else floor_text(value, slots)
+            new = None if value is None else value - value % slots
             if old is None:
-                was = ""
+                was = None
             elif old == UNKNOWN:
-                was = "?" + player
+                moves.unknown.append(player)
+                was = None
             else:
-                was = floor_text(old, slots)
-            if was != new:
-                moves.pairs.append((was, new))
-    return [moves for moves in out.values() if moves.pairs]
+                was = old - old % slots
+            if was == new:
+                continue
+            if was is not None:
+                text = str(was)
+                moves.gone[text] = moves.gone.get(text, 0) + 1
+            if new is not None:
+                text = str(new)
+                moves.came[text] = moves.came.get(text, 0) + 1
+    return [moves for moves in out.values() if moves]

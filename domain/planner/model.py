@@ -167,10 +167,10 @@ class Reads:
 class DistinctWrite:
     """How one write moves a dense-ranked board's distinct-score counts.
 
-    ``pairs`` are ``(old, new)`` score floors (``score * slots``, as decimal
-    text) of the members whose score changes: ``""`` is "not on the board",
-    ``"?<playerId>"`` a value the planner never read (a RETRACT), which the
-    script reads before the member is removed. Pairs whose score stays are left out.
+    Score floors (``score * slots``, as decimal text) with how many changed
+    members leave them (``gone``) and reach them (``came``); members whose score
+    stays are left out. ``unknown`` are members removed with a value the planner
+    never read (a RETRACT): the script reads their floors before removing them.
     """
 
     board: str
@@ -179,4 +179,9 @@ class DistinctWrite:
     slots: int
     #: The board's expiry (unix seconds) when this write sets it, else 0.
     expire_at_s: int
-    pairs: list[tuple[str, str]] = field(default_factory=list)
+    came: dict[str, int] = field(default_factory=dict)
+    gone: dict[str, int] = field(default_factory=dict)
+    unknown: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.came or self.gone or self.unknown)

@@ -22,58 +22,95 @@ local t0 = redis.call('TIME')
 local per = tonumber(ARGV[4])
 local i = 5
 local function take() local v = ARGV[i]; i = i + 1; return v end
--- Distinct-score counts of dense-ranked boards (encoding.distinct_args): a section
--- of its own at the end, found through ARGV[#ARGV - 1] and applied before the
--- members change, so an unknown old value ('?' .. member) is still there to read.
-local dense = tonumber(ARGV[#ARGV - 1])
-if dense > 0 then
-  local j = dense
-  local function nxt() local v = ARGV[j]; j = j + 1; return v end
-  for _ = 1, tonumber(nxt()) do           -- board, counts, scores, slots, expiry, n, (old new)*
-    local b = KEYS[tonumber(nxt())]; local h = KEYS[tonumber(nxt())]
-    local z = KEYS[tonumber(nxt())]; local slots = tonumber(nxt())
-    local exp = tonumber(nxt()); local delta = 0
-    -- No board (never written, or its window expired): no member had a value,
-    -- whatever the planner remembers, and counts left behind are dropped.
-    local present = redis.call('EXISTS', b) == 1
-    if not present then redis.call('UNLINK', h, z) end
-    for _ = 1, tonumber(nxt()) do
-      local old = nxt(); local new = nxt()
-      if not present then
-        old = ''
-      elseif string.sub(old, 1, 1) == '?' then
-        local c = redis.call('ZSCORE', b, string.sub(old, 2))
-        if c then
-          local v = tonumber(c)
-          old = string.format('%d', v - math.fmod(v, slots))
-        else
-          old = ''
-        end
-      end
-      if old ~= new then
-        if old ~= '' then
-          delta = delta - 1
-          if redis.call('HINCRBY', h, old, -1) <= 0 then
-            redis.call('HDEL', h, old); redis.call('ZREM', z, old)
-          end
-        end
-        if new ~= '' then
-          delta = delta + 1
-          if redis.call('HINCRBY', h, new, 1) == 1 then redis.call('ZADD', z, new, new) end
-        end
-      end
-    end
-    if delta ~= 0 and redis.call('HINCRBY', h, '#', delta) == 0 then redis.call('HDEL', h, '#') end
-    if exp == 0 then exp = math.floor(redis.call('PEXPIRETIME', b) / 1000) end
-    if exp > 0 then redis.call('EXPIREAT', h, exp); redis.call('EXPIREAT', z, exp) end
-  end
-end
 local function chunked(cmd, key, first, n, width)
   local at = first
   while at < first + n * width do
     local stop = math.min(at + per * width, first + n * width)
     redis.call(cmd, key, unpack(ARGV, at, stop - 1))
     at = stop
+  end
+end
+-- Distinct-score counts of dense-ranked boards (encoding.distinct_args): a section
+-- of its own at the end, found through ARGV[#ARGV - 1] and applied before the
+-- members change, so an unknown old value is still there to read. Batched per
+-- board: one read of the floors touched, then one command per kind of change.
+local function each(cmd, key, list)
+  for at = 1, #list, per do redis.call(cmd, key, unpack(list, at, math.min(at + per - 1, #list))) end
+end
+local dense = tonumber(ARGV[#ARGV - 1])
+if dense > 0 then
+  local j = dense
+  local function nxt() local v = ARGV[j]; j = j + 1; return v end
+  for _ = 1, tonumber(nxt()) do  -- board, counts, scores, slots, expiry, came, gone, unknown
+    local b = KEYS[tonumber(nxt())]; local h = KEYS[tonumber(nxt())]
+    local z = KEYS[tonumber(nxt())]; local slots = tonumber(nxt())
+    local exp = tonumber(nxt())
+    -- No board (never written, or its window expired): no member had a value,
+    -- whatever the planner remembers, and counts left behind are dropped.
+    local present = redis.call('EXISTS', b) == 1
+    if not present then redis.call('UNLINK', h, z) end
+    local delta = {}; local floors = {}; local total = 0
+    local function add(f, by)
+      local d = delta[f]
+      if d == nil then floors[#floors + 1] = f; d = 0 end
+      delta[f] = d + by; total = total + by
+    end
+    for _ = 1, tonumber(nxt()) do local f = nxt(); add(f, tonumber(nxt())) end
+    for _ = 1, tonumber(nxt()) do
+      local f = nxt(); local by = tonumber(nxt())
+      if present then add(f, -by) end
+    end
+    local n = tonumber(nxt())
+    if n > 0 and present then
+      local got = {}
+      for at = j, j + n - 1, per do
+        local part = redis.call('ZMSCORE', b, unpack(ARGV, at, math.min(at + per - 1, j + n - 1)))
+        for _, c in ipairs(part) do got[#got + 1] = c end
+      end
+      for k = 1, n do
+        local c = got[k]
+        if c then
+          local v = tonumber(c)
+          add(string.format('%d', v - math.fmod(v, slots)), -1)
+        end
+      end
+    end
+    j = j + n
+    local set, del, enter, leave = {}, {}, {}, {}
+    if #floors > 0 then
+      local had = {}
+      for at = 1, #floors, per do
+        local part = redis.call('HMGET', h, unpack(floors, at, math.min(at + per - 1, #floors)))
+        for _, c in ipairs(part) do had[#had + 1] = tonumber(c) or 0 end
+      end
+      for k, f in ipairs(floors) do
+        local now = had[k] + delta[f]
+        if now == had[k] then
+          -- as many came as went: nothing changes
+        elseif now > 0 then
+          set[#set + 1] = f; set[#set + 1] = now
+          if had[k] <= 0 then enter[#enter + 1] = f; enter[#enter + 1] = f end
+        elseif had[k] ~= 0 then
+          del[#del + 1] = f
+          if had[k] > 0 then leave[#leave + 1] = f end
+        end
+      end
+    end
+    if #set > 0 then
+      for at = 1, #set, 2 * per do
+        redis.call('HSET', h, unpack(set, at, math.min(at + 2 * per - 1, #set)))
+      end
+    end
+    if #del > 0 then each('HDEL', h, del) end
+    if #enter > 0 then
+      for at = 1, #enter, 2 * per do
+        redis.call('ZADD', z, unpack(enter, at, math.min(at + 2 * per - 1, #enter)))
+      end
+    end
+    if #leave > 0 then each('ZREM', z, leave) end
+    if total ~= 0 and redis.call('HINCRBY', h, '#', total) == 0 then redis.call('HDEL', h, '#') end
+    if exp == 0 then exp = math.floor(redis.call('PEXPIRETIME', b) / 1000) end
+    if exp > 0 then redis.call('EXPIREAT', h, exp); redis.call('EXPIREAT', z, exp) end
   end
 end
 for _ = 1, tonumber(take()) do            -- zadd: key index, n, (score member)*

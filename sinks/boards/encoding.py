@@ -117,10 +117,10 @@ def distinct_args(
     """The distinct-count section (dense ranks), then where it starts (0: none).
 
     The script reads it first, through that last number (``ARGV[#ARGV - 1]``,
-    the epoch comes after it): a count change needs the value a member had
-    before the write, which an unknown one (``?<playerId>``) is read from.
-    Per board: board, counts and scores key indexes, slots, expiry (0: none),
-    pairs, then ``(old, new)`` floors.
+    the epoch comes after it): an unknown old value must be read before the
+    member is removed. Per board: board, counts and scores key indexes, slots,
+    expiry (0: none), then ``came`` and ``gone`` as n, ``(floor, members)*``, and
+    the unknown members as n, member*.
     """
     if not moves:
         args.append(0)
@@ -134,10 +134,12 @@ def distinct_args(
             key_index(move.scores),
             move.slots,
             move.expire_at_s,
-            len(move.pairs),
         ]
-        for old, new in move.pairs:
-            args += [old, new]
+        for side in (move.came, move.gone):
+            args.append(len(side))
+            for floor, members in side.items():
+                args += [floor, members]
+        args += [len(move.unknown), *move.unknown]
     args.append(start)
 
 
