@@ -3,7 +3,9 @@
 Events go through the job's own write path (planner lookups, one read, plan,
 the Lua group write, commit), in batches of two partitions, pieces of a few
 updates, a tiny cache (values evicted and read back), retracts, restarts of the
-planner, and writes sent twice (the second must change nothing). After each
+planner, writes sent twice (the second must change nothing), and Redis losing
+every write since a snapshot (its keys restored from it) while the job re-applies
+the batches after it, as healing does (docs/DESIGN.md). After each
 sequence the oracle takes every board as Redis holds it, sorts it and counts
 its distinct scores: the counts hash, the set of distinct floors and every
 dense rank a reader gives (top, rank, around, tournaments) must equal it.
@@ -81,7 +83,7 @@ def catalog() -> GameCatalog:
 
 
 class Writer:
-    """The job's write path for one namespace, with restarts and doubled writes."""
+    """The job's write path for one namespace, with restarts, doubled writes and lost writes."""
 
     def __init__(
         self, client: RedisClient, catalog: GameCatalog, ns: str, pieces: int, origin: int = T0
@@ -90,6 +92,9 @@ class Writer:
         self.origin = origin
         self.store = RedisBoardStore(client)
         self.offsets = [0, 0]
+        self.history: list[CheckedBatch] = []
+        self.saved: list[tuple[str, Any, int]] = []
+        self.saved_at = -1
         self.restart()
 
     def restart(self) -> None:
@@ -113,15 +118,39 @@ class Writer:
                 Accepted(offset, ts, event, config, config.windows_at(ts))
             )
         for partition, recs in by_partition.items():
-            if not recs:
-                continue
-            batch = CheckedBatch(TOPIC, partition, tuple(recs), (), recs[-1].offset)
-            need = self.planner.lookups(batch)
-            plan = self.planner.plan(batch, self.store.read(need), need)
-            assert self.store.apply(plan) == [1] * len(plan.groups)
-            if twice:  # a write Redis already has: the watermark guard answers 0
-                assert self.store.apply(plan) == [0] * len(plan.groups)
-            self.planner.commit(plan)
+            if recs:
+                batch = CheckedBatch(TOPIC, partition, tuple(recs), (), recs[-1].offset)
+                self.history.append(batch)
+                self._apply(batch, twice)
+
+    def _apply(self, batch: CheckedBatch, twice: bool) -> None:
+        need = self.planner.lookups(batch)
+        plan = self.planner.plan(batch, self.store.read(need), need)
+        assert self.store.apply(plan) == [1] * len(plan.groups)
+        if twice:  # a write Redis already has: the watermark guard answers 0
+            assert self.store.apply(plan) == [0] * len(plan.groups)
+        self.planner.commit(plan)
+
+    def snapshot(self) -> None:
+        """What Redis holds now, as a restart from an older RDB would bring it back."""
+        self.saved = [
+            (key, self.client.dump(key), self.client.pttl(key))
+            for key in _keys(self.client, self.ns)
+        ]
+        self.saved_at = len(self.history)
+
+    def roll_back(self) -> None:
+        """Redis loses every write since the snapshot; the job re-reads what it lost."""
+        if self.saved_at < 0:
+            return
+        for key in _keys(self.client, self.ns):
+            self.client.delete(key)
+        for key, value, ttl in self.saved:
+            if value is not None:
+                self.client.restore(key, max(ttl, 0), value)
+        self.restart()
+        for batch in self.history[self.saved_at :]:
+            self._apply(batch, False)
 
 
 def _floor(composite: int, slots: int) -> int:
@@ -188,7 +217,7 @@ def check_board(client: Any, reader: BoardReader, ns: str, game: str, window: st
                 min_size=1,
                 max_size=6,
             ),
-            st.sampled_from(["", "", "twice", "restart"]),
+            st.sampled_from(["", "", "twice", "restart", "snapshot", "lose writes"]),
         ),
         min_size=1,
         max_size=12,
@@ -209,6 +238,10 @@ def test_counts_and_dense_ranks_equal_the_oracle_under_ties_retracts_and_replays
         for steps, how in batches:
             if how == "restart":
                 writer.restart()
+            elif how == "snapshot":
+                writer.snapshot()
+            elif how == "lose writes":
+                writer.roll_back()
             writer.batch(game, steps, twice=how == "twice")
         reader = BoardReader(client, catalog, ns)
         windows = {text(w) for w in client.smembers(GroupKeys(ns, game).boards)}
