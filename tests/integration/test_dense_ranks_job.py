@@ -6,7 +6,8 @@ applies it. The oracle sorts each board as Redis holds it and counts its
 distinct scores: the counts the job kept, ``lb top/rank --rank-mode dense`` and
 the HTTP routes must all equal it, and ``lb verify`` must find the counts equal
 to the log's. A count then changed by hand is named by ``lb verify`` and put
-right by ``lb rebuild`` (which cuts the counts over with their group). A dense
+right by ``lb rebuild`` (which cuts the counts over with their group), and a
+board filled in by a bounded ``lb backfill`` comes with its counts. A dense
 read of the plain game is one line and exit 2 on the CLI, a 400 over HTTP.
 Standalone and on the cluster.
 """
@@ -89,7 +90,9 @@ def _check(client: Any, ns: str, env: dict[str, str], api: str) -> None:
     assert "keeps no distinct-score counts" in mistake.stderr
 
 
-def _run(env: dict[str, str], client: Any, ns: str, api_over: dict[str, Any]) -> None:
+def _run(
+    env: dict[str, str], client: Any, ns: str, api_over: dict[str, Any], fill: bool = False
+) -> None:
     produce = [
         "produce",
         "--games",
@@ -137,6 +140,34 @@ def _run(env: dict[str, str], client: Any, ns: str, api_over: dict[str, Any]) ->
         _check(client, ns, env, api)
         again = lb(["verify", "--json", "--quiet"], env, timeout=300)
         assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+        if fill:
+            _fill(client, ns, env)
+
+
+def _fill(client: Any, ns: str, env: dict[str, str]) -> None:
+    """A board the live group lacks, filled by a bounded backfill, comes with its counts."""
+    podium = GroupKeys(ns, "podium")
+    daily = sorted(w for w in map(text, client.smembers(podium.boards)) if w.startswith("daily:"))
+    window = daily[-1]
+    kept = _board(client, ns, "podium", window)
+    client.delete(podium.board(window), podium.dense_counts(window), podium.dense_scores(window))
+    args = ["backfill", "--game", "podium", "--from", "2020-01-01T00:00:00+00:00"]
+    done = lb([*args, "--window", window], env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _board(client, ns, "podium", window) == kept
+    config = GameCatalog.from_toml(GAMES).lookup("podium")
+    assert config is not None
+    slots = config.codec(config.window(window)).slots
+    counts = {text(k): int(v) for k, v in client.hgetall(podium.dense_counts(window)).items()}
+    assert counts.pop("#") == len(kept)
+    assert counts == dict(Counter(str(c - c % slots) for c in kept.values()))
+    top = lb(
+        ["top", "podium", "--window", window, "--limit", "1000", "--rank-mode", "dense", "--json"],
+        env,
+    )
+    assert {e["playerId"]: e["rank"] for e in json.loads(top.stdout)["entries"]} == _oracle(
+        kept, slots
+    )
 
 
 def _env(topic: str, namespace: str, tmp_path: Path) -> dict[str, str]:
@@ -148,7 +179,7 @@ def _env(topic: str, namespace: str, tmp_path: Path) -> dict[str, str]:
 def test_the_job_keeps_dense_ranks_exact_through_verify_and_rebuild(
     kafka_bootstrap: str, topic: str, namespace: str, redis_client: Any, tmp_path: Path
 ) -> None:
-    _run(_env(topic, namespace, tmp_path), redis_client, namespace, {})
+    _run(_env(topic, namespace, tmp_path), redis_client, namespace, {}, fill=True)
 
 
 @pytest.mark.cluster
