@@ -54,10 +54,19 @@ def distinct_writes(fold: Fold, group: Group, write: GroupWrite) -> list[Distinc
                 was = old - old % slots
             if was == new:
                 continue
+            floors = moves.floors
             if was is not None:
                 text = str(was)
-                moves.gone[text] = moves.gone.get(text, 0) + 1
+                moved = floors.get(text)
+                if moved is None:
+                    floors[text] = [0, 1]
+                else:
+                    moved[1] += 1
             if new is not None:
                 text = str(new)
-                moves.came[text] = moves.came.get(text, 0) + 1
+                moved = floors.get(text)
+                if moved is None:
+                    floors[text] = [1, 0]
+                else:
+                    moved[0] += 1
     return [moves for moves in out.values() if moves]

@@ -167,10 +167,10 @@ class Reads:
 class DistinctWrite:
     """How one write moves a dense-ranked board's distinct-score counts.
 
-    Score floors (``score * slots``, as decimal text) with how many changed
-    members leave them (``gone``) and reach them (``came``); members whose score
-    stays are left out. ``unknown`` are members removed with a value the planner
-    never read (a RETRACT): the script reads their floors before removing them.
+    ``floors``: per score floor (``score * slots``, as decimal text), how many
+    changed members reach it and how many leave it; members whose score stays
+    are left out. ``unknown`` are members removed with a value the planner never
+    read (a RETRACT): the script reads their floors before removing them.
     """
 
     board: str
@@ -179,9 +179,8 @@ class DistinctWrite:
     slots: int
     #: The board's expiry (unix seconds) when this write sets it, else 0.
     expire_at_s: int
-    came: dict[str, int] = field(default_factory=dict)
-    gone: dict[str, int] = field(default_factory=dict)
+    floors: dict[str, list[int]] = field(default_factory=dict)
     unknown: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.came or self.gone or self.unknown)
+        return bool(self.floors or self.unknown)

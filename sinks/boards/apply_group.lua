@@ -39,43 +39,40 @@ local function each(cmd, key, list)
 end
 local dense = tonumber(ARGV[#ARGV - 1])
 if dense > 0 then
-  local j = dense
-  local function nxt() local v = ARGV[j]; j = j + 1; return v end
-  for _ = 1, tonumber(nxt()) do  -- board, counts, scores, slots, expiry, came, gone, unknown
-    local b = KEYS[tonumber(nxt())]; local h = KEYS[tonumber(nxt())]
-    local z = KEYS[tonumber(nxt())]; local slots = tonumber(nxt())
-    local exp = tonumber(nxt())
+  local j = dense + 1
+  for _ = 1, tonumber(ARGV[dense]) do  -- board, counts, scores, slots, expiry, floors, unknown
+    local b = KEYS[tonumber(ARGV[j])]; local h = KEYS[tonumber(ARGV[j + 1])]
+    local z = KEYS[tonumber(ARGV[j + 2])]; local slots = tonumber(ARGV[j + 3])
+    local exp = tonumber(ARGV[j + 4]); local n = tonumber(ARGV[j + 5]); j = j + 6
     -- No board (never written, or its window expired): no member had a value,
     -- whatever the planner remembers, and counts left behind are dropped.
     local present = redis.call('EXISTS', b) == 1
     if not present then redis.call('UNLINK', h, z) end
-    local delta = {}; local floors = {}; local total = 0
-    local function add(f, by)
-      local d = delta[f]
-      if d == nil then floors[#floors + 1] = f; d = 0 end
-      delta[f] = d + by; total = total + by
+    local floors, delta, total = {}, {}, 0
+    for k = 1, n do                        -- floor, members reaching it, members leaving it
+      local d = tonumber(ARGV[j + 1])
+      if present then d = d - tonumber(ARGV[j + 2]) end
+      floors[k] = ARGV[j]; delta[k] = d; total = total + d
+      j = j + 3
     end
-    for _ = 1, tonumber(nxt()) do local f = nxt(); add(f, tonumber(nxt())) end
-    for _ = 1, tonumber(nxt()) do
-      local f = nxt(); local by = tonumber(nxt())
-      if present then add(f, -by) end
-    end
-    local n = tonumber(nxt())
-    if n > 0 and present then
-      local got = {}
-      for at = j, j + n - 1, per do
-        local part = redis.call('ZMSCORE', b, unpack(ARGV, at, math.min(at + per - 1, j + n - 1)))
-        for _, c in ipairs(part) do got[#got + 1] = c end
-      end
-      for k = 1, n do
-        local c = got[k]
-        if c then
-          local v = tonumber(c)
-          add(string.format('%d', v - math.fmod(v, slots)), -1)
+    local m = tonumber(ARGV[j]); j = j + 1
+    if m > 0 and present then              -- members removed with a value never read
+      local index = {}
+      for k = 1, n do index[floors[k]] = k end
+      for at = j, j + m - 1, per do
+        local part = redis.call('ZMSCORE', b, unpack(ARGV, at, math.min(at + per - 1, j + m - 1)))
+        for _, c in ipairs(part) do
+          if c then
+            local v = tonumber(c)
+            local f = string.format('%d', v - math.fmod(v, slots))
+            local k = index[f]
+            if k == nil then n = n + 1; k = n; floors[k] = f; delta[k] = 0; index[f] = k end
+            delta[k] = delta[k] - 1; total = total - 1
+          end
         end
       end
     end
-    j = j + n
+    j = j + m
     local set, del, enter, leave = {}, {}, {}, {}
     if #floors > 0 then
       local had = {}
@@ -84,7 +81,7 @@ if dense > 0 then
         for _, c in ipairs(part) do had[#had + 1] = tonumber(c) or 0 end
       end
       for k, f in ipairs(floors) do
-        local now = had[k] + delta[f]
+        local now = had[k] + delta[k]
         if now == had[k] then
           -- as many came as went: nothing changes
         elseif now > 0 then

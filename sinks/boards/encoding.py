@@ -119,8 +119,8 @@ def distinct_args(
     The script reads it first, through that last number (``ARGV[#ARGV - 1]``,
     the epoch comes after it): an unknown old value must be read before the
     member is removed. Per board: board, counts and scores key indexes, slots,
-    expiry (0: none), then ``came`` and ``gone`` as n, ``(floor, members)*``, and
-    the unknown members as n, member*.
+    expiry (0: none), n, ``(floor, members reaching it, members leaving it)*``,
+    then the unknown members as n, member*.
     """
     if not moves:
         args.append(0)
@@ -135,10 +135,9 @@ def distinct_args(
             move.slots,
             move.expire_at_s,
         ]
-        for side in (move.came, move.gone):
-            args.append(len(side))
-            for floor, members in side.items():
-                args += [floor, members]
+        args.append(len(move.floors))
+        for floor, (came, gone) in move.floors.items():
+            args += [floor, came, gone]
         args += [len(move.unknown), *move.unknown]
     args.append(start)
 
