@@ -104,13 +104,17 @@ class WindowQuery(_Query):
 
 
 RankMode = Annotated[
-    Literal["unique", "competition"],
-    Field(description='"competition": equal scores share a rank (1, 2, 2, 4)'),
+    Literal["unique", "competition", "dense"],
+    Field(
+        description='"competition": equal scores share a rank (1, 2, 2, 4); '
+        '"dense": equal scores share a rank, the next score takes the next one (1, 2, 2, 3; '
+        "games with dense_ranks only)"
+    ),
 ]
 
 
 class RankedQuery(WindowQuery):
-    """Reads that report ranks: unique (default) or competition ("1224")."""
+    """Reads that report ranks: unique (default), competition ("1224") or dense ("1223")."""
 
     rank_mode: RankMode = "unique"
 

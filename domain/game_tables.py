@@ -44,6 +44,12 @@ def _non_negative_int(value: Any) -> int:
     return value
 
 
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
 def _enum_parser(enum_type: type[enum.StrEnum]) -> Callable[[Any], Any]:
     def parse(value: Any) -> Any:
         allowed = ", ".join(repr(member.value) for member in enum_type)
@@ -102,6 +108,7 @@ _KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "hourly_retention_seconds": ("hourly_retention_s", _positive_int),
     "monthly_retention_seconds": ("monthly_retention_s", _positive_int),
     "metadata_max_bytes": ("metadata_max_bytes", _non_negative_int),
+    "dense_ranks": ("dense_ranks", _bool),
 }
 #: Keys parsed after the others because they depend on each other or on the zone.
 _CALENDAR_KEYS = ("reset_timezone", "week_start", "seasons", "tournaments")

@@ -164,6 +164,8 @@ class GameConfig:
 
     Longer is dead-lettered ``METADATA_TOO_LARGE``. At 0 the readers also skip
     looking for entries' metadata, which saves a read per answer."""
+    dense_ranks: bool = False
+    """Keep distinct-score counts with every board, so reads can give dense ranks."""
 
     @property
     def ascending(self) -> bool:

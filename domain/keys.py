@@ -26,6 +26,11 @@ and its bookkeeping share one cluster slot and can change in one MULTI/EXEC:
                                     acknowledged watermark (``domain.healing``)
 ``<ns>:{<tag>}:meta:entry:<window>`` hash playerId -> metadata of the event that set
                                     the player's value on that board (expires with it)
+``<ns>:{<tag>}:meta:dense:n:<window>`` hash score floor -> members holding that
+                                    score, ``#`` -> members counted (games with
+                                    ``dense_ranks``; written with the board)
+``<ns>:{<tag>}:meta:dense:s:<window>`` sorted set of the board's distinct score
+                                    floors (dense ranks by ``ZCOUNT``)
 ``<ns>:{<tag>}:changes``            stream of board changes, capped (live pushes)
 ``<ns>:{<game>}:friends:<player>``  set of playerIds the player follows
 ``<ns>:{<game>}:friendsboard:<p>``  short-lived cache of the friends board
@@ -122,6 +127,14 @@ class GroupKeys:
     def entries(self, tournament: str) -> str:
         """Per source partition: the players it entered in one tournament (its seats taken)."""
         return f"{self.prefix}meta:entries:{tournament}"
+
+    def dense_counts(self, window_id: str) -> str:
+        """Per score floor: how many members of the board hold that score (``#``: all counted)."""
+        return f"{self.prefix}meta:dense:n:{window_id}"
+
+    def dense_scores(self, window_id: str) -> str:
+        """The board's distinct score floors, member = score = the floor (dense ranks)."""
+        return f"{self.prefix}meta:dense:s:{window_id}"
 
     @property
     def changes(self) -> str:

@@ -45,6 +45,7 @@ __all__ = [
     "competition_ranks",
     "composite_of",
     "count_before",
+    "dense_ranks",
     "entries",
     "jittered_ttl_ms",
     "mapping_members",
@@ -170,14 +171,17 @@ def entries(
 
 
 #: ``unique``: every player its own rank (ties by time, then member order);
-#: ``competition``: equal scores share the best rank among them ("1224").
-RANK_MODES = ("unique", "competition")
+#: ``competition``: equal scores share the best rank among them ("1224");
+#: ``dense``: equal scores share a rank and the next score takes the next one ("1223").
+RANK_MODES = ("unique", "competition", "dense")
 
 
 def rank_mode(value: object) -> str:
     """A reader's ``rank_mode`` argument, checked; :class:`QueryError` otherwise."""
     if value not in RANK_MODES:
-        raise QueryError(f"rank_mode must be 'unique' or 'competition', got {value!r}")
+        raise QueryError(
+            f"rank_mode must be 'unique', 'competition' or 'dense', got {str(value)[:40]!r}"
+        )
     return str(value)
 
 
@@ -210,6 +214,25 @@ def competition_ranks(lines: Sequence[Entry], first: int | None) -> list[int | N
         else:
             rank = line["rank"]
         out.append(rank)
+        previous = line
+    return out
+
+
+def dense_ranks(lines: Sequence[Entry], first: int | None) -> list[int | None]:
+    """Dense ranks of consecutive board lines, given the first line's.
+
+    Consecutive lines hold every member between them, so in board order each
+    new score is the next distinct score: its dense rank is one more than the
+    previous line's, and an equal score shares it. Ranks hidden beyond the
+    exact tier (``None``) stay hidden.
+    """
+    out: list[int | None] = []
+    previous: Entry | None = None
+    current = first
+    for i, line in enumerate(lines):
+        if i and previous is not None and line["score"] != previous["score"]:
+            current = None if current is None else current + 1
+        out.append(None if line["rank"] is None else current)
         previous = line
     return out
 

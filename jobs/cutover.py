@@ -32,8 +32,8 @@ with its cache, which matters when the replay used other rules than the cache
 was built with (a scoring fix, a new window).
 
 *Fill* (:data:`FILL_GROUP`): staged boards are moved in only where the live
-group has no such board, each with its entry metadata; the registry learns the
-window; nothing else moves.
+group has no such board, each with its entry metadata and its distinct-score
+counts (dense ranks); the registry learns the window; nothing else moves.
 """
 
 from __future__ import annotations
@@ -99,16 +99,20 @@ return {n, equal}
 FILL_GROUP = Script(
     """
 -- KEYS[1] live registry (meta:boards), KEYS[2..n+1] staged boards, KEYS[n+2..2n+1] live names,
--- KEYS[2n+2..3n+1] the staged boards' entry metadata, KEYS[3n+2..4n+1] its live names.
--- ARGV: n, then n window ids. Returns 1 (moved) or 0 (the live board exists) per board.
+-- then per board the keys that move with it: staged entry metadata, distinct counts and
+-- distinct floors (dense ranks), then the same three live names. ARGV: n, then n window
+-- ids. Returns 1 (moved) or 0 (the live board exists) per board.
 local n = tonumber(ARGV[1]); local out = {}
 for i = 1, n do
   if redis.call('EXISTS', KEYS[n + 1 + i]) == 0 then
     redis.call('RENAME', KEYS[1 + i], KEYS[n + 1 + i])
     redis.call('SADD', KEYS[1], ARGV[1 + i])
-    redis.call('UNLINK', KEYS[3 * n + 1 + i])
-    if redis.call('EXISTS', KEYS[2 * n + 1 + i]) == 1 then
-      redis.call('RENAME', KEYS[2 * n + 1 + i], KEYS[3 * n + 1 + i])
+    local d = 2 * n + 1 + 6 * (i - 1)
+    for j = 1, 3 do
+      redis.call('UNLINK', KEYS[d + 3 + j])
+      if redis.call('EXISTS', KEYS[d + j]) == 1 then
+        redis.call('RENAME', KEYS[d + j], KEYS[d + 3 + j])
+      end
     end
     out[i] = 1
   else
@@ -224,7 +228,19 @@ def fill_group(
     names = [key.split("}:", 1)[1] for key in staged]
     targets = [live + key[len(staging) :] for key in staged]
     keys = [GroupKeys(live, tag).boards, *staged, *targets]
-    keys += [entry_metadata_key(key) for key in (*staged, *targets)]
+    staged_group, live_group = GroupKeys(staging, tag), GroupKeys(live, tag)
+    for window, board, target in zip(names, staged, targets, strict=True):
+        # entry metadata and distinct-score counts move with their board
+        keys += [
+            entry_metadata_key(board),
+            staged_group.dense_counts(window),
+            staged_group.dense_scores(window),
+        ]
+        keys += [
+            entry_metadata_key(target),
+            live_group.dense_counts(window),
+            live_group.dense_scores(window),
+        ]
     try:
         answer = FILL_GROUP(client, keys, [len(staged), *names])
     except redis.RedisError as exc:

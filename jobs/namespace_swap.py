@@ -48,6 +48,7 @@ _PROJECTION_SUFFIXES = (
     "meta:boards",
     "meta:stats",
     "meta:progress",
+    "meta:dense:",
 )
 
 

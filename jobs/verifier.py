@@ -251,11 +251,20 @@ class Verifier:
             out |= {text(m) for m in self._client.smembers(key)}
         return sorted(out)
 
+    def _dense_floors(self, tag: str) -> list[str]:
+        """The distinct-floor sets of dense-ranked boards either side has (compared like boards)."""
+        names: set[str] = set()
+        for keys in (GroupKeys(self._namespace, tag), GroupKeys(self.scratch, tag)):
+            pattern = f"{glob_escape(keys.prefix)}meta:dense:s:*"
+            for raw in self._client.scan_iter(match=pattern, count=1000):
+                names.add(text_of(raw)[len(keys.prefix) :])
+        return sorted(names)
+
     def _compare(self, tag: str, report: VerifyReport) -> list[Difference]:
         """First pass: stream every board of the group both ways; suspects only."""
         live, scratch = GroupKeys(self._namespace, tag), GroupKeys(self.scratch, tag)
         out: list[Difference] = []
-        for window in self._windows(tag):
+        for window in self._windows(tag) + self._dense_floors(tag):
             live_key, scratch_key = live.board(window), scratch.board(window)
             if not (self._client.exists(live_key) or self._client.exists(scratch_key)):
                 continue  # expired on both sides
@@ -288,8 +297,12 @@ class Verifier:
         return self._compare_hashes(tag, names, operator.eq, text_difference)
 
     def _compare_counts(self, tag: str, report: VerifyReport) -> list[Difference]:
-        """Tournaments' attempts and seats hashes, both ways in chunks; suspects only."""
-        names = self._hash_names(tag, ("meta:attempts:", "meta:entries:"))
+        """Count hashes both ways in chunks; suspects only.
+
+        Tournaments' attempts and seats, and a dense-ranked board's distinct-score
+        counts (``meta:dense:n:``: members per score floor and ``#``, all counted).
+        """
+        names = self._hash_names(tag, ("meta:attempts:", "meta:entries:", "meta:dense:n:"))
         report.boards += len(names)
         return self._compare_hashes(tag, names, lambda a, b: int(a) == int(b), difference)
 
@@ -364,7 +377,8 @@ class Verifier:
         for window, values in zip(windows, answer[2:], strict=True):
             players = by_window[window]
             expected: list[Any]
-            if window.startswith("meta:"):  # a tournament's counts, or entry metadata
+            if window.startswith("meta:") and not window.startswith("meta:dense:s:"):
+                # a hash: a tournament's counts, a board's distinct scores, entry metadata
                 expected = self._client.hmget(scratch.board(window), players)
             else:
                 expected = self._client.zmscore(scratch.board(window), players)

@@ -100,6 +100,7 @@ from readers.board_reads import (
     page_at,
     rank_sharded,
 )
+from readers.dense import check_dense, distinct_ahead, share_dense
 from readers.player_tournaments import player_tournaments
 from readers.sketches import SketchCache, approximate_percentile
 
@@ -269,11 +270,15 @@ class BoardReader:
         ``nextCursor`` names the page's last entry and is None when nothing
         follows. A cursor and a non-zero offset together are refused: they would
         name two different starting points. ``ranks="competition"`` gives equal
-        scores one shared rank (one more O(log N) count per key).
+        scores one shared rank (one more O(log N) count per key); ``ranks="dense"``
+        also gives the next score the next rank (``readers.dense``: one O(log N)
+        count, on games that keep distinct-score counts).
         """
-        competition = rank_mode(ranks) == "competition"
+        mode = rank_mode(ranks)
         board, after = self.top_plan(game_id, window_spec, limit, offset, cursor, now_ms=now_ms)
         metadata: list[str | None] | None = None
+        if mode == "dense":
+            check_dense(board)
         if after is not None:
             members, first_rank = page_after_position(
                 self._client, board, after.position, limit + 1
@@ -284,8 +289,7 @@ class BoardReader:
         else:
             members, first_rank = page_at(self._client, board, offset, limit + 1)
         answer = self.top_answer(board, members, first_rank, limit)
-        if competition:
-            self._share_ranks(board, answer["entries"])
+        self._other_ranks(mode, board, answer["entries"])
         if metadata is None:
             entry_metadata.attach(self._client, board, answer["entries"])
         else:
@@ -301,6 +305,13 @@ class BoardReader:
         for key in board.keys:
             pipe.zcount(key, floor, "+inf")
         return sum(int(n) for n in execute(pipe))
+
+    def _other_ranks(self, mode: str, board: Board, lines: list[Entry]) -> None:
+        """Consecutive lines' unique ranks rewritten in ``mode`` (competition, dense), in place."""
+        if mode == "competition":
+            self._share_ranks(board, lines)
+        elif mode == "dense":
+            share_dense(self._client, board, lines)
 
     def _share_ranks(self, board: Board, lines: list[Entry]) -> None:
         """Rewrite consecutive lines' unique ranks as competition ranks, in place."""
@@ -363,17 +374,22 @@ class BoardReader:
         is ranked beyond the game's ``exact_tier``. With ``ranks="competition"``
         the rank is 1 + the players with a strictly better score.
         """
-        competition = rank_mode(ranks) == "competition"
+        mode = rank_mode(ranks)
         check_player_id(player_id)
         board = self.board(game_id, window_spec, now_ms)
+        if mode == "dense":
+            check_dense(board)
         found = (
             rank_sharded(self._client, board, player_id)
             if board.sharded
             else self._rank_single(board, player_id)
         )
         answer = self.rank_answer(board, player_id, found, now_ms=now_ms)
-        if competition and answer["rank"] is not None and answer["score"] is not None:
-            answer["rank"] = self._ahead_on_score(board, answer["score"]) + 1
+        if answer["rank"] is not None and answer["score"] is not None:
+            if mode == "competition":
+                answer["rank"] = self._ahead_on_score(board, answer["score"]) + 1
+            elif mode == "dense":
+                answer["rank"] = distinct_ahead(self._client, board, answer["score"]) + 1
         if answer["score"] is not None:
             (meta,) = entry_metadata.metadata_of(self._client, board, [player_id])
             if meta is not None:
@@ -464,17 +480,19 @@ class BoardReader:
         ranks: str = "unique",
     ) -> AroundAnswer:
         """The ``k`` players right above and right below a player (fewer at the edges)."""
-        competition = rank_mode(ranks) == "competition"
+        mode = rank_mode(ranks)
         board = self.around_plan(game_id, player_id, window_spec, k, now_ms=now_ms)
+        if mode == "dense":
+            check_dense(board)
         found = (
             around_sharded(self._client, board, player_id, k)
             if board.sharded
             else self._around_single(board, player_id, k)
         )
         answer = self.around_answer(board, found)
-        if competition and answer["player"] is not None:
+        if answer["player"] is not None:
             lines = [*answer["above"], answer["player"], *answer["below"]]
-            self._share_ranks(board, lines)
+            self._other_ranks(mode, board, lines)
         entry_metadata.attach(self._client, board, around_lines(answer))
         return answer
 

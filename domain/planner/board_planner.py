@@ -19,6 +19,7 @@ from domain.operators import apply_composite, apply_composite_asc
 from domain.planner.cache import GenerationalCache
 from domain.planner.changes import emit
 from domain.planner.dedupe import PLANNED_RATE, SeenLayout, Token
+from domain.planner.distinct import distinct_writes
 from domain.planner.fold import MAX_UPDATES, Fold, fold, pieces
 from domain.planner.model import (
     Board,
@@ -266,12 +267,15 @@ class BoardPlanner:
         )
         writes: list[GroupWrite] = []
         registered: set[str] = set()
+        dense = group.records[0].game.dense_ranks
         for piece in pieces(fresh, self._max_updates, len(state.registry)):
             if writes:
                 state.next_piece()
             write = GroupWrite(keys=keys, seen_ttl_s=self._seen_ttl_s, expected=watermark)
             fold(state, piece, write)
             emit(state, group, write, plan, self._changes)
+            if dense:
+                write.distinct = distinct_writes(state, group, write)
             watermark = piece[-1].offset
             write.watermark = (field_name, watermark)
             registered.update(write.new_windows)

@@ -147,6 +147,8 @@ class GroupWrite:
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     #: Per board key: its entries' metadata to write (see :class:`EntryMetadata`).
     metadata: dict[str, EntryMetadata] = field(default_factory=dict)
+    #: Distinct-score count changes of a ``dense_ranks`` game's boards (same atomic write).
+    distinct: list[DistinctWrite] = field(default_factory=list)
 
 
 @dataclass
@@ -193,3 +195,26 @@ class Reads:
     scores: dict[tuple[str, str], int | None]
     registries: dict[str, set[str]]
     counts: dict[tuple[str, str], int]
+
+
+@dataclass(slots=True)
+class DistinctWrite:
+    """How one write moves a dense-ranked board's distinct-score counts.
+
+    ``floors``: per score floor (``score * slots``, as decimal text), how many
+    changed members reach it and how many leave it; members whose score stays
+    are left out. ``unknown`` are members removed with a value the planner never
+    read (a RETRACT): the script reads their floors before removing them.
+    """
+
+    board: str
+    counts: str
+    scores: str
+    slots: int
+    #: The board's expiry (unix seconds) when this write sets it, else 0.
+    expire_at_s: int
+    floors: dict[str, list[int]] = field(default_factory=dict)
+    unknown: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.floors or self.unknown)

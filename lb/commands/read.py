@@ -17,7 +17,7 @@ from typing import Any
 
 from config.settings import Settings
 from domain.errors import ConfigError
-from domain.ranking import Entry
+from domain.ranking import RANK_MODES, Entry
 from readers import game_catalog, redis_client
 from readers.boards import BoardReader
 from readers.games import what_exists_instead
@@ -228,12 +228,13 @@ def add_window(parser: argparse.ArgumentParser) -> None:
 
 
 def add_rank_mode(parser: argparse.ArgumentParser) -> None:
-    """``--rank-mode``: unique ranks (default) or competition ranks (1, 2, 2, 4)."""
+    """``--rank-mode``: unique ranks (default), competition (1, 2, 2, 4) or dense (1, 2, 2, 3)."""
     parser.add_argument(
         "--rank-mode",
-        choices=("unique", "competition"),
+        choices=RANK_MODES,
         default="unique",
-        help="'competition': equal scores share a rank (1, 2, 2, 4)",
+        help="'competition': equal scores share a rank (1, 2, 2, 4); 'dense': they share "
+        "one and the next score takes the next (1, 2, 2, 3; games with dense_ranks)",
     )
 
 

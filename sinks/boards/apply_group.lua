@@ -3,6 +3,7 @@
 -- ARGV: field, offset, expected watermark, members per command, then counted sections.
 -- Answers {outcome, microseconds Redis spent writing}: outcome 1 applied, 0 applied
 -- before, -2 - stored when refused (encoding.refused_at).
+-- Dense ranks: ARGV[#ARGV - 1] is where the distinct-count section starts (0: none).
 -- Fence: the last key is the group's fence, the last argument the writer's epoch
 -- (0: not a leased deployment, unchecked). A deposed deployment's epoch is below it.
 local epoch = tonumber(ARGV[#ARGV])
@@ -30,6 +31,86 @@ local function chunked(cmd, key, first, n, width)
   end
 end
 local zspan, rspan = {}, {}               -- where each board's members are (entry metadata)
+-- Distinct-score counts of dense-ranked boards (encoding.distinct_args): a section
+-- of its own at the end, found through ARGV[#ARGV - 1] and applied before the
+-- members change, so an unknown old value is still there to read. Batched per
+-- board: one read of the floors touched, then one command per kind of change.
+local function each(cmd, key, list)
+  for at = 1, #list, per do redis.call(cmd, key, unpack(list, at, math.min(at + per - 1, #list))) end
+end
+local dense = tonumber(ARGV[#ARGV - 1])
+if dense > 0 then
+  local j = dense + 1
+  for _ = 1, tonumber(ARGV[dense]) do  -- board, counts, scores, slots, expiry, floors, unknown
+    local b = KEYS[tonumber(ARGV[j])]; local h = KEYS[tonumber(ARGV[j + 1])]
+    local z = KEYS[tonumber(ARGV[j + 2])]; local slots = tonumber(ARGV[j + 3])
+    local exp = tonumber(ARGV[j + 4]); local n = tonumber(ARGV[j + 5]); j = j + 6
+    -- No board (never written, or its window expired): no member had a value,
+    -- whatever the planner remembers, and counts left behind are dropped.
+    local present = redis.call('EXISTS', b) == 1
+    if not present then redis.call('UNLINK', h, z) end
+    local floors, delta, total = {}, {}, 0
+    for k = 1, n do                        -- floor, members reaching it, members leaving it
+      local d = tonumber(ARGV[j + 1])
+      if present then d = d - tonumber(ARGV[j + 2]) end
+      floors[k] = ARGV[j]; delta[k] = d; total = total + d
+      j = j + 3
+    end
+    local m = tonumber(ARGV[j]); j = j + 1
+    if m > 0 and present then              -- members removed with a value never read
+      local index = {}
+      for k = 1, n do index[floors[k]] = k end
+      for at = j, j + m - 1, per do
+        local part = redis.call('ZMSCORE', b, unpack(ARGV, at, math.min(at + per - 1, j + m - 1)))
+        for _, c in ipairs(part) do
+          if c then
+            local v = tonumber(c)
+            local f = string.format('%d', v - math.fmod(v, slots))
+            local k = index[f]
+            if k == nil then n = n + 1; k = n; floors[k] = f; delta[k] = 0; index[f] = k end
+            delta[k] = delta[k] - 1; total = total - 1
+          end
+        end
+      end
+    end
+    j = j + m
+    local set, del, enter, leave = {}, {}, {}, {}
+    if #floors > 0 then
+      local had = {}
+      for at = 1, #floors, per do
+        local part = redis.call('HMGET', h, unpack(floors, at, math.min(at + per - 1, #floors)))
+        for _, c in ipairs(part) do had[#had + 1] = tonumber(c) or 0 end
+      end
+      for k, f in ipairs(floors) do
+        local now = had[k] + delta[k]
+        if now == had[k] then
+          -- as many came as went: nothing changes
+        elseif now > 0 then
+          set[#set + 1] = f; set[#set + 1] = now
+          if had[k] <= 0 then enter[#enter + 1] = f; enter[#enter + 1] = f end
+        elseif had[k] ~= 0 then
+          del[#del + 1] = f
+          if had[k] > 0 then leave[#leave + 1] = f end
+        end
+      end
+    end
+    if #set > 0 then
+      for at = 1, #set, 2 * per do
+        redis.call('HSET', h, unpack(set, at, math.min(at + 2 * per - 1, #set)))
+      end
+    end
+    if #del > 0 then each('HDEL', h, del) end
+    if #enter > 0 then
+      for at = 1, #enter, 2 * per do
+        redis.call('ZADD', z, unpack(enter, at, math.min(at + 2 * per - 1, #enter)))
+      end
+    end
+    if #leave > 0 then each('ZREM', z, leave) end
+    if total ~= 0 and redis.call('HINCRBY', h, '#', total) == 0 then redis.call('HDEL', h, '#') end
+    if exp == 0 then exp = math.floor(redis.call('PEXPIRETIME', b) / 1000) end
+    if exp > 0 then redis.call('EXPIREAT', h, exp); redis.call('EXPIREAT', z, exp) end
+  end
+end
 for _ = 1, tonumber(take()) do            -- zadd: key index, n, (score member)*
   local k = KEYS[tonumber(take())]; local n = tonumber(take())
   zspan[k] = {i, n}

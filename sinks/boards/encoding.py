@@ -15,6 +15,7 @@ from typing import Any
 from domain.keys import CHANGES_MAXLEN, entry_metadata_key
 from domain.lease import fence_key
 from domain.planner import Change, GroupWrite
+from domain.planner.model import DistinctWrite
 from telemetry import hooks
 
 #: Members per ZADD/ZREM/HSET/SADD call inside the script (Lua's ``unpack`` takes
@@ -107,6 +108,7 @@ def encode(
     else:
         args.append(0)
     args += entry_metadata_args(write, key_index)
+    distinct_args(write.distinct, key_index, args)
     return fenced(keys, args, write, epoch)
 
 
@@ -131,6 +133,37 @@ def entry_metadata_args(write: GroupWrite, key_index: Callable[[str], int]) -> l
             args += [player, meta]
         args += [len(entry.clear), *entry.clear]
     return args
+
+
+def distinct_args(
+    moves: list[DistinctWrite], key_index: Callable[[str], int], args: list[Any]
+) -> None:
+    """The distinct-count section (dense ranks), then where it starts (0: none).
+
+    The script reads it first, through that last number (``ARGV[#ARGV - 1]``,
+    the epoch comes after it): an unknown old value must be read before the
+    member is removed. Per board: board, counts and scores key indexes, slots,
+    expiry (0: none), n, ``(floor, members reaching it, members leaving it)*``,
+    then the unknown members as n, member*.
+    """
+    if not moves:
+        args.append(0)
+        return
+    start = len(args) + 1
+    args.append(len(moves))
+    for move in moves:
+        args += [
+            key_index(move.board),
+            key_index(move.counts),
+            key_index(move.scores),
+            move.slots,
+            move.expire_at_s,
+        ]
+        args.append(len(move.floors))
+        for floor, (came, gone) in move.floors.items():
+            args += [floor, came, gone]
+        args += [len(move.unknown), *move.unknown]
+    args.append(start)
 
 
 def fenced(

@@ -185,8 +185,8 @@ def test_http_answers_and_live_pushes_carry_the_metadata(
             if len(page["entries"]) == 2:
                 break
     assert page["entries"] == [
-        {"rank": 1, "playerId": "p2", "score": 20},
-        {"rank": 2, "playerId": "p1", "score": 10, "metadata": "car=red | Zoë"},
+        {"rank": 1, "playerId": "p2", "score": 20, "profile": None},
+        {"rank": 2, "playerId": "p1", "score": 10, "metadata": "car=red | Zoë", "profile": None},
     ]
     if "p1" in changes:  # a reconnecting page may have folded the change into the page
         assert changes["p1"]["metadata"] == "car=red | Zoë"

@@ -395,4 +395,4 @@ def test_competition_ranks_of_any_slice_match_counting_better_scores(
     assert got == expected
     assert rank_mode("competition") == "competition"
     with pytest.raises(QueryError):
-        rank_mode("dense")
+        rank_mode("sparse")

@@ -1,0 +1,70 @@
+"""Dense ranks ("1, 1, 2, 3") from the distinct-score counts the job keeps with a board.
+
+A game with ``dense_ranks = true`` has, beside each board, the sorted set of
+its distinct score floors (``meta:dense:s:<window>``) and how many members
+hold each (``meta:dense:n:<window>``, ``#`` = members counted), written in the
+same atomic call as the board (:mod:`domain.planner.distinct`). A player's
+dense rank is then 1 + ``ZCOUNT`` of the floors above theirs: O(log N), one
+round trip, read in one MULTI/EXEC with the board's size so the answer is
+refused, never wrong, when the counts do not describe the board.
+
+Counts are complete when ``#`` equals the board's ``ZCARD``: a board that
+existed before its game kept counts (``dense_ranks`` turned on later) keeps a
+gap of exactly the members it held then, and reads refuse it until ``lb
+rebuild`` recounts it.
+"""
+
+from __future__ import annotations
+
+from adapters.redis import RedisClient
+from domain.errors import QueryError
+from domain.ranking import Entry, dense_ranks
+from readers.board_reads import Board, execute
+
+
+class DenseRanksUnavailable(QueryError):
+    """The board keeps no (complete) distinct-score counts: a dense rank would be a guess."""
+
+
+def check_dense(board: Board) -> None:
+    """Refuse, before any I/O, a dense read of a game that keeps no distinct-score counts."""
+    if not board.config.dense_ranks:
+        raise DenseRanksUnavailable(
+            f"game {board.game_id!r} keeps no distinct-score counts, so rank_mode=dense "
+            f"is not served (set dense_ranks = true in its LB_GAMES table, then lb rebuild)"
+        )
+
+
+def dense_keys(board: Board) -> tuple[str, str]:
+    """The counts hash and the distinct-floor set beside an unsharded board."""
+    prefix = board.keys[0].removesuffix(board.window.id)
+    return f"{prefix}meta:dense:n:{board.window.id}", f"{prefix}meta:dense:s:{board.window.id}"
+
+
+def distinct_ahead(client: RedisClient, board: Board, score: int) -> int:
+    """How many distinct scores are strictly better than ``score`` on ``board`` (checked)."""
+    check_dense(board)
+    counts, floors = dense_keys(board)
+    better = (board.codec.stored(score) + 1) * board.codec.slots
+    pipe = client.pipeline(transaction=True)
+    pipe.zcard(board.keys[0])
+    pipe.hget(counts, "#")
+    pipe.zcount(floors, better, "+inf")
+    members, counted, ahead = execute(pipe)
+    if int(counted or 0) != int(members):
+        raise DenseRanksUnavailable(
+            f"board {board.window.id!r} of game {board.game_id!r} has incomplete "
+            f"distinct-score counts ({int(counted or 0)} of {int(members)} members "
+            f"counted: it predates dense_ranks); run lb rebuild to recount it"
+        )
+    return int(ahead)
+
+
+def share_dense(client: RedisClient, board: Board, lines: list[Entry]) -> None:
+    """Rewrite consecutive lines' unique ranks as dense ranks, in place."""
+    check_dense(board)
+    if not lines or lines[0]["rank"] is None:
+        return
+    first = distinct_ahead(client, board, lines[0]["score"]) + 1
+    for line, rank in zip(lines, dense_ranks(lines, first), strict=True):
+        line["rank"] = rank

@@ -1,0 +1,318 @@
+"""Dense ranks on real Redis: the distinct-score counts the job's write keeps, and the reads.
+
+Events go through the job's own write path (planner lookups, one read, plan,
+the Lua group write, commit), in batches of two partitions, pieces of a few
+updates, a tiny cache (values evicted and read back), retracts, restarts of the
+planner, writes sent twice (the second must change nothing), and Redis losing
+every write since a snapshot (its keys restored from it) while the job re-applies
+the batches after it, as healing does (docs/DESIGN.md). After each
+sequence the oracle takes every board as Redis holds it, sorts it and counts
+its distinct scores: the counts hash, the set of distinct floors and every
+dense rank a reader gives (top, rank, around, tournaments) must equal it.
+Standalone and on the cluster of ``lb up --cluster``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from adapters.redis import RedisClient, text
+from domain.errors import QueryError
+from domain.events import EventKind, ScoreEvent
+from domain.games import GameCatalog
+from domain.keys import GroupKeys
+from domain.planner import BoardPlanner
+from domain.records import Accepted, CheckedBatch
+from readers.boards import BoardReader
+from readers.dense import DenseRanksUnavailable
+from sinks.boards import RedisBoardStore
+
+TOPIC = "score-events"
+#: Today (UTC): daily boards of today and tomorrow expire in the future, so their
+#: counts' expiry is real; a past day's board would be deleted by its EXPIREAT at once.
+TODAY = datetime.now(UTC).date()
+TOMORROW = TODAY + timedelta(days=1)
+GAMES = f"""
+[games."db"]
+max_score = 9
+windows = ["alltime", "daily"]
+dense_ranks = true
+[games."db".tournaments]
+cup = {{ start = {TODAY}, end = {TOMORROW} }}
+[games."di"]
+operator = "incr"
+max_score = 12
+windows = ["alltime", "daily"]
+dense_ranks = true
+[games."ds"]
+operator = "set"
+max_score = 9
+windows = ["alltime", "daily"]
+dense_ranks = true
+[games."da"]
+order = "asc"
+max_score = 9
+windows = ["alltime", "daily"]
+dense_ranks = true
+[games."plain"]
+max_score = 9
+windows = ["alltime"]
+"""
+T0 = int(datetime(TODAY.year, TODAY.month, TODAY.day, 20, tzinfo=UTC).timestamp() * 1000)
+NOW_MS = T0 + 3_600_000
+PLAYERS = [f"p{i}" for i in range(8)]
+
+
+@pytest.fixture(params=["standalone", pytest.param("cluster", marks=pytest.mark.cluster)])
+def client(request: pytest.FixtureRequest, namespace: str) -> Iterator[Any]:
+    name = "redis_client" if request.param == "standalone" else "cluster_client"
+    yield request.getfixturevalue(name)
+
+
+@pytest.fixture
+def catalog() -> GameCatalog:
+    return GameCatalog.from_toml(GAMES)
+
+
+class Writer:
+    """The job's write path for one namespace, with restarts, doubled writes and lost writes."""
+
+    def __init__(
+        self, client: RedisClient, catalog: GameCatalog, ns: str, pieces: int, origin: int = T0
+    ) -> None:
+        self.client, self.catalog, self.ns, self.pieces = client, catalog, ns, pieces
+        self.origin = origin
+        self.store = RedisBoardStore(client)
+        self.offsets = [0, 0]
+        self.history: list[CheckedBatch] = []
+        self.saved: list[tuple[str, Any, int]] = []
+        self.saved_at = -1
+        self.restart()
+
+    def restart(self) -> None:
+        """A new planner: a cold, tiny cache (values read back from Redis, evicted)."""
+        self.planner = BoardPlanner(
+            self.ns, 300_000, cache_capacity=2, partitions={TOPIC: 2}, max_updates=self.pieces
+        )
+
+    def batch(self, game: str, steps: list[tuple[bool, int, int, int]], twice: bool) -> None:
+        config = self.catalog.lookup(game)
+        assert config is not None
+        by_partition: dict[int, list[Accepted]] = {0: [], 1: []}
+        for retract, index, score, minute in steps:
+            partition = index % 2
+            offset = self.offsets[partition]
+            self.offsets[partition] += 1
+            ts = self.origin + minute * 60_000
+            kind = EventKind.RETRACT if retract else EventKind.SCORE
+            event = ScoreEvent(uuid.uuid4().hex, game, PLAYERS[index], score, ts, kind, "k1", b"")
+            by_partition[partition].append(
+                Accepted(offset, ts, event, config, config.windows_at(ts))
+            )
+        for partition, recs in by_partition.items():
+            if recs:
+                batch = CheckedBatch(TOPIC, partition, tuple(recs), (), recs[-1].offset)
+                self.history.append(batch)
+                self._apply(batch, twice)
+
+    def _apply(self, batch: CheckedBatch, twice: bool) -> None:
+        need = self.planner.lookups(batch)
+        plan = self.planner.plan(batch, self.store.read(need), need)
+        assert self.store.apply(plan) == [1] * len(plan.groups)
+        if twice:  # a write Redis already has: the watermark guard answers 0
+            assert self.store.apply(plan) == [0] * len(plan.groups)
+        self.planner.commit(plan)
+
+    def snapshot(self) -> None:
+        """What Redis holds now, as a restart from an older RDB would bring it back."""
+        self.saved = [
+            (key, self.client.dump(key), self.client.pexpiretime(key))
+            for key in _keys(self.client, self.ns)
+        ]
+        self.saved_at = len(self.history)
+
+    def roll_back(self) -> None:
+        """Redis loses every write since the snapshot; the job re-reads what it lost."""
+        if self.saved_at < 0:
+            return
+        for key in _keys(self.client, self.ns):
+            self.client.delete(key)
+        for key, value, expire_at_ms in self.saved:
+            if value is not None:  # an RDB keeps each key's absolute expiry
+                self.client.restore(key, max(expire_at_ms, 0), value, absttl=True)
+        self.restart()
+        for batch in self.history[self.saved_at :]:
+            self._apply(batch, False)
+
+
+def _floor(composite: int, slots: int) -> int:
+    return composite - composite % slots
+
+
+def check_board(client: Any, reader: BoardReader, ns: str, game: str, window: str) -> int:
+    """The counts of one board against the board itself, and every dense rank read."""
+    config = reader.game(game)
+    slots = config.codec(config.window(window)).slots
+    keys = GroupKeys(ns, game)
+    board = {text(m): int(c) for m, c in client.zrange(keys.board(window), 0, -1, withscores=True)}
+    floors = Counter(_floor(c, slots) for c in board.values())
+    expected = {str(f): str(n) for f, n in floors.items()}
+    if board:
+        expected["#"] = str(len(board))
+    counts = {text(k): text(v) for k, v in client.hgetall(keys.dense_counts(window)).items()}
+    assert counts == expected, (game, window)
+    distinct = [int(text(m)) for m in client.zrange(keys.dense_scores(window), 0, -1)]
+    assert distinct == sorted(floors), (game, window)
+    if board:  # both expire with the board
+        ttl = client.pexpiretime(keys.board(window))
+        assert client.pexpiretime(keys.dense_counts(window)) == ttl
+        assert client.pexpiretime(keys.dense_scores(window)) == ttl
+
+    def oracle(player: str) -> int:
+        mine = _floor(board[player], slots)
+        return 1 + sum(1 for f in floors if f > mine)
+
+    top = reader.top(game, window, 1000, now_ms=NOW_MS, ranks="dense")
+    assert [(e["playerId"], e["rank"]) for e in top["entries"]] == [
+        (e["playerId"], oracle(e["playerId"])) for e in top["entries"]
+    ]
+    assert len(top["entries"]) == len(board)
+    for player in board:
+        assert reader.rank(game, player, window, now_ms=NOW_MS, ranks="dense")["rank"] == oracle(
+            player
+        )
+    for player in list(board)[:2]:
+        around = reader.around(game, player, window, 2, now_ms=NOW_MS, ranks="dense")
+        lines = [*around["above"], around["player"], *around["below"]]
+        assert [line["rank"] for line in lines if line] == [
+            oracle(line["playerId"]) for line in lines if line
+        ]
+    return len(board)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    game=st.sampled_from(["db", "di", "ds", "da"]),
+    batches=st.lists(
+        st.tuples(
+            st.lists(
+                st.tuples(
+                    st.integers(0, 7).map(lambda n: n == 0),  # 1 in 8 a RETRACT
+                    st.integers(0, len(PLAYERS) - 1),
+                    st.integers(0, 9),
+                    st.integers(0, 40 * 60),
+                ),
+                min_size=1,
+                max_size=6,
+            ),
+            st.sampled_from(["", "", "twice", "restart", "snapshot", "lose writes"]),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    pieces=st.sampled_from([0, 3]),
+)
+def test_counts_and_dense_ranks_equal_the_oracle_under_ties_retracts_and_replays(
+    client: Any,
+    catalog: GameCatalog,
+    namespace: str,
+    game: str,
+    batches: list[tuple[list[tuple[bool, int, int, int]], str]],
+    pieces: int,
+) -> None:
+    ns = f"{namespace}x{uuid.uuid4().hex[:8]}"
+    writer = Writer(client, catalog, ns, pieces)
+    try:
+        for steps, how in batches:
+            if how == "restart":
+                writer.restart()
+            elif how == "snapshot":
+                writer.snapshot()
+            elif how == "lose writes":
+                writer.roll_back()
+            writer.batch(game, steps, twice=how == "twice")
+        reader = BoardReader(client, catalog, ns)
+        windows = {text(w) for w in client.smembers(GroupKeys(ns, game).boards)}
+        for window in sorted(windows):
+            check_board(client, reader, ns, game, window)
+        if game == "db":
+            players = {PLAYERS[index] for steps, _ in batches for _, index, _, _ in steps}
+            for player in players:
+                for line in reader.player_tournaments(game, player, now_ms=NOW_MS, ranks="dense")[
+                    "tournaments"
+                ]:
+                    unique = reader.rank(game, player, line["window"], now_ms=NOW_MS)
+                    dense = reader.rank(game, player, line["window"], now_ms=NOW_MS, ranks="dense")
+                    assert line["rank"] == dense["rank"] <= unique["rank"]  # type: ignore[operator]
+    finally:
+        for node_keys in _keys(client, ns):
+            client.delete(node_keys)
+
+
+def _keys(client: Any, ns: str) -> list[str]:
+    return [text(k) for k in client.scan_iter(match=f"{ns}:*", count=1000)]
+
+
+def test_a_dense_read_of_a_game_without_counts_is_refused_before_any_read(
+    client: Any, catalog: GameCatalog, namespace: str
+) -> None:
+    reader = BoardReader(client, catalog, namespace)
+    for call in (
+        lambda: reader.top("plain", "alltime", now_ms=NOW_MS, ranks="dense"),
+        lambda: reader.rank("plain", "p1", "alltime", now_ms=NOW_MS, ranks="dense"),
+        lambda: reader.around("plain", "p1", "alltime", now_ms=NOW_MS, ranks="dense"),
+    ):
+        with pytest.raises(DenseRanksUnavailable, match="keeps no distinct-score counts"):
+            call()
+
+
+def test_a_board_older_than_its_counts_is_refused_not_misranked(
+    client: Any, catalog: GameCatalog, namespace: str
+) -> None:
+    # The game's board existed before dense_ranks was turned on: its counts
+    # miss those members, and reads say so rather than rank from them.
+    before = GameCatalog.from_toml(GAMES.replace("dense_ranks = true", "dense_ranks = false"))
+    Writer(client, before, namespace, 0).batch("db", [(False, 0, 5, 1), (False, 1, 7, 2)], False)
+    writer = Writer(client, catalog, namespace, 0)
+    writer.offsets = [10, 10]
+    writer.batch("db", [(False, 2, 5, 3), (False, 0, 8, 4)], False)
+    reader = BoardReader(client, catalog, namespace)
+    assert reader.top("db", "alltime", now_ms=NOW_MS)["entries"]  # unique ranks still served
+    with pytest.raises(DenseRanksUnavailable, match="incomplete distinct-score counts"):
+        reader.top("db", "alltime", now_ms=NOW_MS, ranks="dense")
+    with pytest.raises(QueryError, match="1 of 3 members counted"):
+        reader.rank("db", "p2", "alltime", now_ms=NOW_MS, ranks="dense")
+
+
+def test_a_window_that_expired_leaves_no_counts_behind(
+    client: Any, catalog: GameCatalog, namespace: str
+) -> None:
+    # Ten days ago: the daily board's EXPIREAT is past, so Redis drops it (and
+    # its counts) at once; a later RETRACT the planner remembers a value for
+    # must not leave counts of a board that is not there.
+    writer = Writer(client, catalog, namespace, 0, origin=T0 - 10 * 86_400_000)
+    writer.batch("db", [(False, 0, 5, 1), (False, 2, 7, 2)], False)
+    writer.batch("db", [(True, 0, 0, 3)], False)
+    keys = GroupKeys(namespace, "db")
+    daily = [text(w) for w in client.smembers(keys.boards) if text(w).startswith("daily:")]
+    assert daily
+    for window in daily:
+        assert not client.exists(keys.board(window))
+        assert not client.exists(keys.dense_counts(window), keys.dense_scores(window))
+    config = catalog.lookup("db")
+    assert config is not None
+    floor = 7 * config.codec(config.window("alltime")).slots
+    alltime = client.hgetall(keys.dense_counts("alltime"))
+    assert {text(k): text(v) for k, v in alltime.items()} == {str(floor): "1", "#": "1"}
