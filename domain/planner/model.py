@@ -116,6 +116,9 @@ class GroupWrite:
     #: Tournament counts set to absolute values (``HSET key field value``): a
     #: player's attempts, a partition's seats taken.
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Hash fields deleted (``HDEL key field...``), after every other section: an
+    #: erased player's tournament attempts (``domain.erasure``).
+    hdel: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass

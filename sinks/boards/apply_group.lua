@@ -59,6 +59,10 @@ if tonumber(take()) > 0 then             -- changes: 1, stream, maxlen, JSON lis
   local stream = KEYS[tonumber(take())]; local cap = take()
   redis.call('XADD', stream, 'MAXLEN', '~', cap, '*', 'c', take())
 end
+for _ = 1, tonumber(take()) do            -- hdel: key index, n, field* (erasures)
+  local k = KEYS[tonumber(take())]; local n = tonumber(take())
+  chunked('HDEL', k, i, n, 1); i = i + n
+end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 local t1 = redis.call('TIME')
 return {1, (t1[1] - t0[1]) * 1000000 + (t1[2] - t0[2])}

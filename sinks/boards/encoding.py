@@ -105,6 +105,9 @@ def encode(
         args.append("[" + ",".join(map(change_json, write.changes)) + "]")
     else:
         args.append(0)
+    args.append(len(write.hdel))
+    for key, names in write.hdel.items():
+        args += [key_index(key), len(names), *names]
     return fenced(keys, args, write, epoch)
 
 

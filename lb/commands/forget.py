@@ -1,0 +1,130 @@
+"""``lb forget PLAYER``: erase a player from every game, wait until it shows, print a receipt.
+
+The erasure is a signed record on the scores topic (``domain.erasure``), so a
+replay or ``lb rebuild`` erases the player again; ``jobs.forget`` finds the
+player before, waits for the job, and removes the friend sets, which the log
+does not produce. This is an edge: settings and the clock are read here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from config.clients import probe_kafka, quiet_kafka_extra
+from config.settings import Settings
+from domain.erasure import Receipt
+from domain.errors import ConfigError
+from domain.signing import parse_keyring
+from jobs import forget
+from lb.argtypes import positive_float
+from readers import redis_client
+from readers.board_reads import check_player_id
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def _progress(quiet: bool) -> Callable[[int, int], None]:
+    last: list[tuple[int, int]] = []
+
+    def show(done: int, total: int) -> None:
+        if quiet or (last and last[-1] == (done, total)):
+            return
+        last.append((done, total))
+        print(f"lb forget: {done}/{total} board group(s) applied the erasure", file=sys.stderr)
+
+    return show
+
+
+def _print(found: Receipt) -> None:
+    answer = found.as_json()
+    record = answer["record"]
+    assert isinstance(record, dict)
+    print(
+        f"erased {found.player}: record {record['topic']}[{record['partition']}]@"
+        f"{record['offset']} ({record['eventId']})"
+    )
+    print(f"requested {_when(found.requested_ms)}, gone everywhere {_when(found.done_ms)}")
+    for item in found.removed:
+        print(f"  {item.game:<20} {item.window:<28} score {item.score:g}")
+    print(
+        f"  {len(found.removed)} board(s) in {len({i.game for i in found.removed})} game(s); "
+        f"{found.friend_sets} friend set(s) deleted; removed from {found.followers} "
+        "other player(s)' friend sets"
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    check_player_id(args.player)
+    settings = Settings.from_env()
+    keyring = parse_keyring(settings.hmac_keys.reveal())
+    key_id = args.key_id or keyring.key_ids[0]
+    if key_id not in keyring:
+        raise ConfigError(f"--key-id {key_id!r} is not in LB_HMAC_KEYS")
+    client = redis_client(settings)
+    namespace = settings.namespace
+    before = forget.find(client, namespace, args.player)
+    if not before and not args.force:
+        raise ConfigError(
+            f"player {args.player!r} is on no board and in no friend set in namespace "
+            f"{namespace!r}: nothing to erase (check the id; --force produces the erasure anyway)"
+        )
+    probe_kafka(settings)
+    where = forget.produce(
+        settings.kafka_bootstrap,
+        quiet_kafka_extra(settings),
+        settings.topic,
+        keyring,
+        key_id,
+        args.player,
+        _now_ms(),
+    )
+    forget.wait_applied(
+        client, namespace, args.player, where, before.tags, args.timeout, _progress(args.quiet)
+    )
+    friends = forget.remove_outside_log(client, namespace, args.player, before)
+    done = forget.receipt(args.player, where, before, _now_ms(), friends)
+    if args.json:
+        print(json.dumps(done.as_json()))
+    else:
+        _print(done)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``forget``."""
+    parser = subparsers.add_parser(
+        "forget",
+        help="erase a player from every game and print a receipt",
+        description="Produce a signed erasure record for PLAYER (key = the player, so it is "
+        "ordered with their events), wait until the streaming job has removed them from every "
+        "board of every game (windows, seasons, tournaments with their attempts, shards), "
+        "remove their friend sets, and print what was removed. Replays and lb rebuild erase "
+        "the player again; events after the erasure count as a new entry.",
+    )
+    parser.add_argument("player", help="the playerId to erase")
+    parser.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=forget.WAIT_S,
+        help="seconds to wait for the job (default %(default)s)",
+    )
+    parser.add_argument("--key-id", help="the LB_HMAC_KEYS key to sign with (default: the first)")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="produce the erasure even if the player is found nowhere",
+    )
+    parser.add_argument("--json", action="store_true", help="print the receipt as JSON")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.set_defaults(handler=_run)
