@@ -16,7 +16,7 @@ from domain.games import GameCatalog
 from domain.keys import GroupKeys
 from domain.planner import BoardPlanner
 from domain.records import Accepted, CheckedBatch, RecordBatch, SourceRecord
-from domain.signing import parse_keyring, signed_event
+from domain.signing import Keyring, parse_keyring, signed_event
 from domain.validation import SCHEMA, SIGNATURE, Rejected, Validator
 from schemas.codec import ScoreEventCodec
 from schemas.decode_verify import decode_verifier
@@ -45,8 +45,8 @@ VALIDATOR = ENGINES["native"]
 
 
 def _record(
-    offset: int, player: str, game: str, score: int, kind: EventKind, *, keys=KEYS
-) -> SourceRecord:  # type: ignore[no-untyped-def]
+    offset: int, player: str, game: str, score: int, kind: EventKind, *, keys: Keyring = KEYS
+) -> SourceRecord:
     event = signed_event(
         keys,
         "k1",
