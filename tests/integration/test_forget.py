@@ -12,6 +12,8 @@ import json
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +21,22 @@ import pytest
 from confluent_kafka import Producer
 
 from adapters.redis import RedisClient
+from api.auth.keyfile import key_line, new_key
 from domain.events import EventKind
 from domain.signing import parse_keyring, signed_event
 from schemas.codec import ScoreEventCodec
-from tests.integration.streams import KEYS, REPO, lb, read_boards, stream_and_env
+from tests.integration.api_server import api_settings, running_api
+from tests.integration.streams import (
+    GAMES_TOML,
+    KEYS,
+    REPO,
+    generate,
+    lb,
+    produce,
+    read_boards,
+    stream_and_env,
+)
+from tests.poll import poll
 
 pytestmark = pytest.mark.slow
 
@@ -172,3 +186,67 @@ def test_forget_on_a_redis_cluster(
         return out
 
     _erase_replay_and_rebuild(kafka_bootstrap, topic, namespace, env, read, cluster_client)
+
+
+def test_the_http_route_needs_a_server_key_and_answers_the_receipt(
+    kafka_bootstrap: str,
+    redis_url: str,
+    topic: str,
+    namespace: str,
+    redis_client: RedisClient,
+    tmp_path: Path,
+    live_job: Any,
+) -> None:
+    stream = generate(seed=29, count=400)
+    produce(kafka_bootstrap, topic, stream.records)
+    poll("the job projects the stream", lambda: bool(read_boards(redis_client, namespace)), 120)
+    poll(
+        "the job reads to the end",
+        lambda: sum(int(v) for v in _applied(redis_client, namespace)) >= _accepted(stream),
+        120,
+    )
+    player = _busiest(read_boards(redis_client, namespace))
+    key = new_key()
+    keys = tmp_path / "api-keys"
+    keys.write_text(key_line("privacy-desk", key) + "\n")
+    games = tmp_path / "api-games.toml"
+    games.write_text(GAMES_TOML)
+    base = api_settings(kafka_bootstrap, redis_url, topic, namespace, KEYS, games_file=games)
+    with running_api(base) as url:  # no key file: nobody may erase
+        assert call(f"{url}/v1/players/{player}", "DELETE", key)[0] == 403
+    secured = api_settings(
+        kafka_bootstrap, redis_url, topic, namespace, KEYS, games_file=games, api_keys_file=keys
+    )
+    with running_api(secured) as url:
+        route = f"{url}/v1/players/{player}?timeoutS=100"
+        assert call(route, "DELETE")[0] == 401
+        assert call(route, "DELETE", "lbk_" + "x" * 43)[0] == 401
+        assert call(f"{url}/v1/players/nobody-at-all", "DELETE", key)[0] == 404
+        status, _, receipt = call(route, "DELETE", key, timeout=110)
+        assert status == 200, receipt
+        assert receipt["player"] == player and receipt["boards"] > 0
+    assert not _boards_of(read_boards(redis_client, namespace), player)
+
+
+def call(url: str, method: str, token: str | None = None, timeout: float = 10) -> Any:
+    """``(status, headers, JSON body)`` of one request."""
+    request = urllib.request.Request(url, method=method)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return answer.status, dict(answer.headers), json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), json.loads(error.read())
+
+
+def _applied(client: RedisClient, namespace: str) -> list[int]:
+    out = []
+    for key in client.scan_iter(match=f"{namespace}:*:meta:stats"):
+        stats = client.hgetall(key)
+        out += [int(stats.get(name, 0)) for name in (b"applied", b"noop", b"duplicate")]
+    return out
+
+
+def _accepted(stream: Any) -> int:
+    return sum(1 for rec in stream.records if rec.expected == "ok")
