@@ -86,7 +86,11 @@ class Removed:
 
 @dataclass(frozen=True, slots=True)
 class Receipt:
-    """What an erasure removed, where its record is, and when it was requested and done."""
+    """What an erasure removed, where its record is, and when it was requested and done.
+
+    ``done_ms`` is None when nobody waited for the job (``lb forget --no-wait``):
+    ``removed`` is then what the boards held when the record was produced.
+    """
 
     player: str
     topic: str
@@ -94,7 +98,7 @@ class Receipt:
     offset: int
     event_id: str
     requested_ms: int
-    done_ms: int
+    done_ms: int | None
     removed: tuple[Removed, ...]
     friend_sets: int
     followers: int
@@ -114,6 +118,7 @@ class Receipt:
             },
             "requestedMs": self.requested_ms,
             "doneMs": self.done_ms,
+            "applied": self.done_ms is not None,
             "boards": sum(len(v) for v in by_game.values()),
             "games": {game: by_game[game] for game in sorted(by_game)},
             "friendSets": self.friend_sets,

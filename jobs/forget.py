@@ -221,7 +221,7 @@ def remove_outside_log(
 
 
 def receipt(
-    player: str, where: Position, found: Presence, done_ms: int, friends: tuple[int, int]
+    player: str, where: Position, found: Presence, done_ms: int | None, friends: tuple[int, int]
 ) -> Receipt:
     """The receipt of a finished erasure."""
     return Receipt(

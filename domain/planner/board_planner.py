@@ -10,7 +10,7 @@ into the caches once it is on its way to Redis. The fold itself is
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from domain.erasure import is_erasure
 from domain.errors import ConfigError
@@ -84,6 +84,10 @@ class BoardPlanner:
         self._registered: dict[str, set[str]] = {}
         self._boards: dict[tuple[str, str, str], Board] = {}
         self._keys: dict[str, GroupKeys] = {}
+        #: Which groups an erasure record reaches, ``(tag, partition, offset)``; None:
+        #: every group of its partition. A replay that covers only some groups, or
+        #: each group up to its own offset (``lb verify``, backfills), narrows it.
+        self.erasure_reach: Callable[[str, int, int], bool] | None = None
 
     # -- phase 1 ---------------------------------------------------------------
 
@@ -374,10 +378,12 @@ class BoardPlanner:
         groups: dict[str, Group] = {}
         for tag in sorted(tags):
             self._group_of(groups, tag)
+        reach = self.erasure_reach
         for rec in batch.accepted:
             if is_erasure(rec):
-                for group in groups.values():
-                    group.records.append(rec)
+                for tag, group in groups.items():
+                    if reach is None or reach(tag, batch.partition, rec.offset):
+                        group.records.append(rec)
             else:
                 groups[group_tag(rec)].records.append(rec)
         return [group for group in groups.values() if group.records]

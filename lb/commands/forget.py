@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 from config.clients import probe_kafka, quiet_kafka_extra
 from config.settings import Settings
@@ -21,6 +22,7 @@ from domain.erasure import Receipt
 from domain.errors import ConfigError
 from domain.signing import parse_keyring
 from jobs import forget
+from jobs.archive_scrub import scrub_archives
 from lb.argtypes import positive_float
 from readers import redis_client
 from readers.board_reads import check_player_id
@@ -54,7 +56,13 @@ def _print(found: Receipt) -> None:
         f"erased {found.player}: record {record['topic']}[{record['partition']}]@"
         f"{record['offset']} ({record['eventId']})"
     )
-    print(f"requested {_when(found.requested_ms)}, gone everywhere {_when(found.done_ms)}")
+    if found.done_ms is None:
+        print(
+            f"requested {_when(found.requested_ms)}; not waited for: the job removes the "
+            "boards below when it reads the record"
+        )
+    else:
+        print(f"requested {_when(found.requested_ms)}, gone everywhere {_when(found.done_ms)}")
     for item in found.removed:
         print(f"  {item.game:<20} {item.window:<28} score {item.score:g}")
     print(
@@ -89,15 +97,23 @@ def _run(args: argparse.Namespace) -> int:
         args.player,
         _now_ms(),
     )
-    forget.wait_applied(
-        client, namespace, args.player, where, before.tags, args.timeout, _progress(args.quiet)
-    )
+    if not args.no_wait:
+        forget.wait_applied(
+            client, namespace, args.player, where, before.tags, args.timeout, _progress(args.quiet)
+        )
     friends = forget.remove_outside_log(client, namespace, args.player, before)
-    done = forget.receipt(args.player, where, before, _now_ms(), friends)
+    done_ms = None if args.no_wait else _now_ms()
+    done = forget.receipt(args.player, where, before, done_ms, friends)
+    scrubbed = [] if args.archives is None else scrub_archives(args.archives, args.player)
     if args.json:
-        print(json.dumps(done.as_json()))
+        answer = done.as_json()
+        if args.archives is not None:
+            answer["archives"] = [{"game": s.game, "board": s.window} for s in scrubbed]
+        print(json.dumps(answer))
     else:
         _print(done)
+        for item in scrubbed:
+            print(f"  archive rewritten: {item.file}")
     return 0
 
 
@@ -124,6 +140,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--force",
         action="store_true",
         help="produce the erasure even if the player is found nowhere",
+    )
+    parser.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="produce the record and print what it will remove, without waiting for the job",
+    )
+    parser.add_argument(
+        "--archives",
+        type=Path,
+        metavar="DIR",
+        help="also rewrite the Parquet archives under DIR without the player (lb archive's dir)",
     )
     parser.add_argument("--json", action="store_true", help="print the receipt as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")

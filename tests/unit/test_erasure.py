@@ -8,6 +8,12 @@ values and tournament attempts, and leaves every later event to count again.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from domain.erasure import ERASE_ALL_GAMES, Receipt, Removed, erased_keys, is_erasure
@@ -17,7 +23,10 @@ from domain.keys import GroupKeys
 from domain.planner import BoardPlanner
 from domain.records import Accepted, CheckedBatch, RecordBatch, SourceRecord
 from domain.signing import Keyring, parse_keyring, signed_event
-from domain.validation import SCHEMA, SIGNATURE, Rejected, Validator
+from domain.validation import SCHEMA as SCHEMA_CODE
+from domain.validation import SIGNATURE, Rejected, Validator
+from jobs.archive_files import SCHEMA
+from jobs.archive_scrub import scrub_archives
 from schemas.codec import ScoreEventCodec
 from schemas.decode_verify import decode_verifier
 from tests.unit.boardmodel import BoardModel, project
@@ -89,9 +98,9 @@ def test_a_signed_erasure_is_accepted_with_no_game_and_no_window(engine: str) ->
     ("record", "code"),
     [
         (_record(1, "p1", ERASE_ALL_GAMES, 0, EventKind.RETRACT, keys=FOREIGN), SIGNATURE),
-        (_record(1, "p1", ERASE_ALL_GAMES, 0, EventKind.SCORE), SCHEMA),
-        (_record(1, "p1", ERASE_ALL_GAMES, 3, EventKind.RETRACT), SCHEMA),
-        (_erase(1, "p1")._replace(key=b"someone-else"), SCHEMA),
+        (_record(1, "p1", ERASE_ALL_GAMES, 0, EventKind.SCORE), SCHEMA_CODE),
+        (_record(1, "p1", ERASE_ALL_GAMES, 3, EventKind.RETRACT), SCHEMA_CODE),
+        (_erase(1, "p1")._replace(key=b"someone-else"), SCHEMA_CODE),
     ],
     ids=["bad-signature", "score-kind", "non-zero-score", "wrong-key"],
 )
@@ -199,3 +208,33 @@ def test_the_receipt_groups_boards_by_game() -> None:
         "g2": [{"board": "daily:2026-05-04", "score": 3.0}],
     }
     assert answer["record"] == {"topic": "t", "partition": 2, "offset": 41, "eventId": "erase:x"}
+
+
+def test_archives_are_rewritten_without_the_player_and_the_manifest_follows(
+    tmp_path: Path,
+) -> None:
+    game = tmp_path / "g1"
+    (game / "daily").mkdir(parents=True)
+    schema = SCHEMA.with_metadata({"leaderboard.window": "daily:2026-05-04"})
+    rows = [[1, 2, 3], ["a", "b", "c"], [30, 20, 10], [300, 200, 100]]
+    pq.write_table(pa.table(rows, schema=schema), game / "daily" / "2026-05-04.parquet")
+    entry = {"window": "daily:2026-05-04", "file": "daily/2026-05-04.parquet", "rows": 3}
+    (game / "manifest.json").write_text(
+        json.dumps({"version": 1, "game": "g1", "archives": [entry]})
+    )
+
+    done = scrub_archives(tmp_path, "b")
+    assert [(s.game, s.window) for s in done] == [("g1", "daily:2026-05-04")]
+    table = pq.read_table(game / "daily" / "2026-05-04.parquet")
+    assert table.to_pydict() == {
+        "rank": [1, 2],
+        "playerId": ["a", "c"],
+        "score": [30, 10],
+        "composite": [300, 100],
+    }
+    assert table.schema.metadata[b"leaderboard.window"] == b"daily:2026-05-04"
+    line = json.loads((game / "manifest.json").read_text())["archives"][0]
+    data = (game / "daily" / "2026-05-04.parquet").read_bytes()
+    assert (line["rows"], line["bytes"]) == (2, len(data))
+    assert line["sha256"] == hashlib.sha256(data).hexdigest()
+    assert scrub_archives(tmp_path, "b") == []  # nothing left to remove
