@@ -85,7 +85,7 @@ async def erase_player(
         raise ApiError(
             HTTPStatus.FORBIDDEN,
             "FORBIDDEN",
-            "erasure over HTTP needs server API keys (LB_API_KEYS_FILE)",
+            "erasure over HTTP needs server API keys (LB_API_KEYS)",
         )
     check_player_id(playerId)
     try:
