@@ -177,7 +177,7 @@ def _lifespan(
             producer,
         )
         state.async_redis = async_client
-        state.erasure = Eraser(settings, sync_client)
+        state.erasure = Eraser(settings, sync_client, games)
         state.hub = ChangeHub(async_client)
         state.shared_reads = SharedReads(state.hub, state.async_boards)
         state.pages = (

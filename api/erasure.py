@@ -15,6 +15,7 @@ from http import HTTPStatus
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
+from pydantic import BaseModel
 
 from adapters.redis import RedisClient
 from api.errors import ApiError
@@ -22,11 +23,43 @@ from api.models import errors
 from config.settings import Settings
 from domain.erasure import Receipt
 from domain.errors import QueryError
+from domain.games import GameCatalog
 from domain.signing import parse_keyring
 from jobs import forget
 from readers.board_reads import check_player_id
 
 router = APIRouter()
+
+
+class ErasedBoard(BaseModel):
+    """A board the player was on, and the score it held (null: no longer decodable)."""
+
+    board: str
+    score: int | None
+
+
+class ErasureRecord(BaseModel):
+    """Where the erasure record sits in the log."""
+
+    topic: str
+    partition: int
+    offset: int
+    eventId: str
+
+
+class ErasureReceipt(BaseModel):
+    """What an erasure removed, where its record is, when it was requested and done."""
+
+    player: str
+    record: ErasureRecord
+    requestedMs: int
+    doneMs: int | None
+    applied: bool
+    boards: int
+    games: dict[str, list[ErasedBoard]]
+    friendSets: int
+    followers: int
+
 
 #: The longest a request may wait for the job (``?timeoutS=``).
 MAX_WAIT_S = 120.0
@@ -35,16 +68,17 @@ MAX_WAIT_S = 120.0
 class Eraser:
     """What the route needs: settings, a Redis client; one erasure per call."""
 
-    def __init__(self, settings: Settings, client: RedisClient) -> None:
+    def __init__(self, settings: Settings, client: RedisClient, catalog: GameCatalog) -> None:
         self._settings = settings
         self._client = client
+        self._catalog = catalog
         self.enabled = settings.api_keys_file is not None
 
     def forget(self, player: str, timeout_s: float) -> Receipt:
         """Erase ``player`` (blocking); QueryError when it is found nowhere or times out."""
         settings = self._settings
         keyring = parse_keyring(settings.hmac_keys.reveal())
-        found = forget.find(self._client, settings.namespace, player)
+        found = forget.find(self._client, settings.namespace, player, self._catalog)
         if not found:
             raise LookupError(player)
         where = forget.produce(
@@ -71,6 +105,7 @@ class Eraser:
 
 @router.delete(
     "/v1/players/{playerId}",
+    response_model=ErasureReceipt,
     responses=errors(401, 403, 404, 429, 503, 504),
     summary="Erase a player from every game (server API key only); answers the receipt",
 )

@@ -76,12 +76,15 @@ def erased_keys(keys: GroupKeys, registry: set[str]) -> dict[str, list[str]]:
 
 @dataclass(frozen=True, slots=True)
 class Removed:
-    """One board the player was on when the erasure was requested, and the score there."""
+    """One board the player was on when the erasure was requested, and the score there.
+
+    ``score`` is None when the game's rules no longer decode the stored value.
+    """
 
     game: str
     tag: str
     window: str
-    score: float
+    score: int | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,8 @@ from redis.exceptions import RedisClusterException
 
 from adapters.redis import RedisClient, text
 from domain.erasure import Receipt, Removed, erasure_event_id, erasure_fields
-from domain.errors import QueryError, ServiceError
+from domain.errors import LeaderboardError, QueryError, ServiceError
+from domain.games import GameCatalog
 from domain.keys import GroupKeys, watermark_field
 from domain.signing import Keyring, signed_event
 from readers.games import glob_escape
@@ -72,7 +73,18 @@ def _game_of(tag: str) -> str:
     return tag.rsplit("/", 1)[0] if "/" in tag else tag
 
 
-def find(client: RedisClient, namespace: str, player: str) -> Presence:
+def _score(catalog: GameCatalog, game_id: str, window_id: str, composite: float) -> int | None:
+    """The score a board value stands for (None when the game or window is not known now)."""
+    game = catalog.lookup(game_id)
+    if game is None:
+        return None
+    try:
+        return game.codec(game.window(window_id)).split(composite)[0]
+    except LeaderboardError:
+        return None
+
+
+def find(client: RedisClient, namespace: str, player: str, catalog: GameCatalog) -> Presence:
     """Every board (of every game and group) and friend set that holds ``player`` now."""
     prefix = glob_escape(namespace)
     boards: list[Removed] = []
@@ -87,7 +99,8 @@ def find(client: RedisClient, namespace: str, player: str) -> Presence:
             pipe.zscore(keys.board(window), player)
         for window, score in zip(windows, pipe.execute(), strict=True):
             if score is not None:
-                boards.append(Removed(_game_of(tag), tag, window, float(score)))
+                game = _game_of(tag)
+                boards.append(Removed(game, tag, window, _score(catalog, game, window, score)))
     own: list[str] = []
     followed: list[str] = []
     for key in _scan(client, f"{prefix}:{{*}}:friends:*"):

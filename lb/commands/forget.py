@@ -24,7 +24,7 @@ from domain.signing import parse_keyring
 from jobs import forget
 from jobs.archive_scrub import scrub_archives
 from lb.argtypes import positive_float
-from readers import redis_client
+from readers import game_catalog, redis_client
 from readers.board_reads import check_player_id
 
 
@@ -64,7 +64,8 @@ def _print(found: Receipt) -> None:
     else:
         print(f"requested {_when(found.requested_ms)}, gone everywhere {_when(found.done_ms)}")
     for item in found.removed:
-        print(f"  {item.game:<20} {item.window:<28} score {item.score:g}")
+        score = "?" if item.score is None else str(item.score)
+        print(f"  {item.game:<20} {item.window:<28} score {score}")
     print(
         f"  {len(found.removed)} board(s) in {len({i.game for i in found.removed})} game(s); "
         f"{found.friend_sets} friend set(s) deleted; removed from {found.followers} "
@@ -81,7 +82,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--key-id {key_id!r} is not in LB_HMAC_KEYS")
     client = redis_client(settings)
     namespace = settings.namespace
-    before = forget.find(client, namespace, args.player)
+    before = forget.find(client, namespace, args.player, game_catalog(settings))
     if not before and not args.force:
         raise ConfigError(
             f"player {args.player!r} is on no board and in no friend set in namespace "

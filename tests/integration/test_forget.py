@@ -112,6 +112,8 @@ def _erase_replay_and_rebuild(
     # Boards are named by group (a sharded game's shard); the receipt by game.
     assert listed == sorted(f"{b.split(':', 1)[0].split('/')[0]}:{b.split(':', 1)[1]}" for b in had)
     assert receipt["boards"] == len(had)
+    scores = [item["score"] for items in receipt["games"].values() for item in items]
+    assert all(isinstance(score, int) and 0 <= score <= 1_000_000 for score in scores)
     assert receipt["record"]["topic"] == topic and receipt["record"]["offset"] >= 0
     after = read()
     assert not _boards_of(after, player)

@@ -197,15 +197,15 @@ def test_the_receipt_groups_boards_by_game() -> None:
         "erase:x",
         1000,
         2000,
-        (Removed("g1", "g1", "alltime", 9.0), Removed("g2", "g2/1", "daily:2026-05-04", 3.0)),
+        (Removed("g1", "g1", "alltime", 9), Removed("g2", "g2/1", "daily:2026-05-04", None)),
         1,
         2,
     )
     answer = receipt.as_json()
     assert answer["boards"] == 2
     assert answer["games"] == {
-        "g1": [{"board": "alltime", "score": 9.0}],
-        "g2": [{"board": "daily:2026-05-04", "score": 3.0}],
+        "g1": [{"board": "alltime", "score": 9}],
+        "g2": [{"board": "daily:2026-05-04", "score": None}],
     }
     assert answer["record"] == {"topic": "t", "partition": 2, "offset": 41, "eventId": "erase:x"}
 
