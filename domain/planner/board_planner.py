@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from domain.erasure import is_erasure
+from domain.erasure import ERASE_ALL_GAMES, is_erasure
 from domain.errors import ConfigError
 from domain.events import EventKind
 from domain.keys import GroupKeys, group_tag, tag_of, watermark_field
@@ -112,6 +112,9 @@ class BoardPlanner:
             ids: list[str] = []
             for rec in group.records:
                 event = rec.event
+                if event.kind is EventKind.RETRACT and event.game_id == ERASE_ALL_GAMES:
+                    retracts = True  # an erasure: the registry, no dedupe id
+                    continue
                 bucket = rec.record_ts_ms // horizon
                 if bucket != last_bucket:
                     last_bucket = bucket

@@ -188,6 +188,13 @@ def fold(state: Fold, piece: list[Accepted], write: GroupWrite) -> None:
     known: tuple[dict[str, int], ...] = ()
     for rec in piece:
         event = rec.event
+        if event.kind is _RETRACT and event.game_id == ERASE_ALL_GAMES:
+            # Neither deduplicated nor counted: one record spread over every group
+            # of its partition, which groups depends on batching (a replay's may differ).
+            player = event.player_id
+            mine = working.get(player)
+            state.erase(player, state.start(player) if mine is None else mine)
+            continue
         record_ts = rec.record_ts_ms
         bucket = record_ts // horizon
         if bucket != last_bucket:
@@ -203,10 +210,7 @@ def fold(state: Fold, piece: list[Accepted], write: GroupWrite) -> None:
         if mine is None:
             mine = state.start(player)
         if event.kind is _RETRACT:
-            if event.game_id == ERASE_ALL_GAMES:
-                state.erase(player, mine)
-            else:
-                state.retract(player, mine)
+            state.retract(player, mine)
             applied += 1
             continue
         outcome = score(state, rec, player, initial[player], mine, write)

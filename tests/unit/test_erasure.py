@@ -125,8 +125,12 @@ def test_erasure_reaches_every_group_of_its_partition_and_later_events_count_aga
     )
     assert len(_on(model, "p1")) == 3 + 3 + 4  # three windows each, plus the tournament
     others = _on(model, "p2")
+    counted = model.stats_total()
     # Erased in a batch of its own: the groups come from the planner's beliefs.
     project([_batch(_erase(4, "p1"))], planner, model)
+    # Not counted anywhere (which groups it reaches depends on batching), not a dedupe id.
+    assert model.stats_total() == counted
+    assert not any("erase" in k or "e4" in h for k, h in model.hashes_with(":meta:seen:").items())
     assert _on(model, "p1") == {}
     assert _on(model, "p2") == others
     assert "p1" not in model.hashes.get("lb:{cup}:meta:attempts:spring", {})
