@@ -145,8 +145,14 @@ def _window_ids(ts_ms: int, only_daily: bool) -> list[tuple[str, int, int]]:
     return out
 
 
-def generate(seed: int, count: int, players: int = 150, start_ms: int | None = None) -> Stream:
-    """A mixed stream: 6 games, ties, duplicates, retracts and every bad kind."""
+def generate(
+    seed: int, count: int, players: int = 150, start_ms: int | None = None, erasures: float = 0.0
+) -> Stream:
+    """A mixed stream: 6 games, ties, duplicates, retracts and every bad kind.
+
+    ``erasures``: the share of records that are a player's erasure (expected
+    ``"erased"``); 0 leaves the stream of a seed as it always was.
+    """
     rng = random.Random(seed)
     keyring = parse_keyring(KEYS)
     bad_ring = parse_keyring("k9:" + "99" * 32)
@@ -174,6 +180,16 @@ def generate(seed: int, count: int, players: int = 150, start_ms: int | None = N
             kind=kind,
         )
         expected = "ok"
+        if erasures and rng.random() < erasures:
+            event = signed_event(
+                keyring,
+                key_id,
+                **{**fields, "game_id": "*", "score": 0, "kind": EventKind.RETRACT},
+            )
+            out.records.append(
+                Planned(player.encode(), codec.encode(event), record_ts, "erased", event)
+            )
+            continue
         if roll < 0.05 and ok:
             # Mostly a quick retry through another gateway whose clock is up to
             # 3 s behind or ahead (its record time may precede the original's);
@@ -306,6 +322,13 @@ def oracle(
     tries: dict[str, int] = {}  # gtour player -> attempts counted
     seats: dict[int, int] = {}  # partition -> gtour players entered
     for rec in records:
+        if rec.expected == "erased":  # every game; attempts forgotten, seats stay taken
+            counts["erased"] = counts.get("erased", 0) + 1
+            for game_id, wids in windows_of.items():
+                for wid in wids:
+                    boards.get(f"{game_id}:{wid}", {}).pop(rec.event.player_id, None)
+            tries.pop(rec.event.player_id, None)
+            continue
         if rec.expected not in ("ok", "duplicate"):
             counts["dead"] = counts.get("dead", 0) + 1
             continue

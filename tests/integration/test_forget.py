@@ -31,9 +31,12 @@ from tests.integration.streams import (
     KEYS,
     REPO,
     generate,
+    job_env,
     lb,
+    oracle,
     produce,
     read_boards,
+    read_stats,
     stream_and_env,
 )
 from tests.poll import poll
@@ -252,3 +255,20 @@ def _applied(client: RedisClient, namespace: str) -> list[int]:
 
 def _accepted(stream: Any) -> int:
     return sum(1 for rec in stream.records if rec.expected == "ok")
+
+
+def test_erasures_mixed_in_a_stream_give_the_oracles_boards(
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
+) -> None:
+    games = tmp_path / "games.toml"
+    games.write_text(GAMES_TOML)
+    stream = generate(seed=30, count=4000, erasures=0.01)
+    assert sum(rec.expected == "erased" for rec in stream.records) > 10
+    produce(kafka_bootstrap, topic, stream.records)
+    env = job_env(topic, namespace, tmp_path / "state", games)
+    env["LB_WRITE_MAX_UPDATES"] = "40"  # erasures inside pieces, not only whole groups
+    assert lb(["run", "--until-end"], env, timeout=300).returncode == 0
+    expected, counts = oracle(stream.records)
+    assert read_boards(redis_client, namespace) == expected
+    stats = read_stats(redis_client, namespace)
+    assert stats.get("applied", 0) + stats.get("noop", 0) == counts["accepted"]
