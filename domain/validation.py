@@ -98,7 +98,8 @@ class Validator:
                 return _erasure(record, event, code)
             _check_game_id(event.game_id)
         _check_identity(event, record)
-        _check_signature(event, code)
+        if code is not None:  # the signature: checked before any field is trusted
+            _check_signature(event, code)
         if rules is None:
             rules = self._rules_for(event.game_id)
         game = rules.game
@@ -179,7 +180,7 @@ class _GameRules:
 
 def _check_signature(event: ScoreEvent, code: str | None) -> None:
     """Raise the decode engine's signature verdict, if it refused the event."""
-    if code is not None:  # the signature: checked before any field is trusted
+    if code is not None:
         if code == UNKNOWN_KEY:
             raise Rejected(UNKNOWN_KEY, f"keyId {event.key_id!r} is not in the keyring")
         raise Rejected(SIGNATURE, f"signature does not match keyId {event.key_id!r}")
