@@ -350,7 +350,7 @@ class BoardPlanner:
         groups: dict[str, Group] = {}
         erasures = False
         for rec in batch.accepted:
-            if is_erasure(rec):
+            if rec.event.game_id == ERASE_ALL_GAMES:  # inline: once per record
                 erasures = True
                 continue
             self._group_of(groups, group_tag(rec)).records.append(rec)
