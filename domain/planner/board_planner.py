@@ -350,10 +350,15 @@ class BoardPlanner:
         groups: dict[str, Group] = {}
         erasures = False
         for rec in batch.accepted:
-            if rec.event.game_id == ERASE_ALL_GAMES:  # inline: once per record
+            if rec.event.game_id == ERASE_ALL_GAMES:
                 erasures = True
                 continue
-            self._group_of(groups, group_tag(rec)).records.append(rec)
+            # Inline, not _group_of: this runs once per record.
+            tag = group_tag(rec)
+            group = groups.get(tag)
+            if group is None:
+                group = self._group_of(groups, tag)
+            group.records.append(rec)
         if erasures:
             return self._erasure_groups(batch, groups)
         return list(groups.values())
