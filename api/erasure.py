@@ -1,6 +1,6 @@
 """``DELETE /v1/players/{playerId}``: erase a player from every game, answered with the receipt.
 
-The same steps as ``lb forget`` (``jobs.forget``): find the player, produce the
+The same steps as ``lb forget`` (``readers.erasure``): find the player, produce the
 signed erasure record, wait for the projection, remove the friend sets. Only a
 server API key may call it, whatever ``LB_API_WRITES`` says
 (``api.auth.policy``); without a key file the route refuses every caller.
@@ -25,7 +25,7 @@ from domain.erasure import Receipt
 from domain.errors import QueryError
 from domain.games import GameCatalog
 from domain.signing import parse_keyring
-from jobs import forget
+from readers import erasure as forget
 from readers.board_reads import check_player_id
 
 router = APIRouter()

@@ -1,7 +1,7 @@
 """``lb forget PLAYER``: erase a player from every game, wait until it shows, print a receipt.
 
 The erasure is a signed record on the scores topic (``domain.erasure``), so a
-replay or ``lb rebuild`` erases the player again; ``jobs.forget`` finds the
+replay or ``lb rebuild`` erases the player again; ``readers.erasure`` finds the
 player before, waits for the job, and removes the friend sets, which the log
 does not produce. This is an edge: settings and the clock are read here.
 """
@@ -21,9 +21,9 @@ from config.settings import Settings
 from domain.erasure import Receipt
 from domain.errors import ConfigError
 from domain.signing import parse_keyring
-from jobs import forget
 from jobs.archive_scrub import scrub_archives
 from lb.argtypes import positive_float
+from readers import erasure as forget
 from readers import game_catalog, redis_client
 from readers.board_reads import check_player_id
 
