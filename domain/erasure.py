@@ -59,11 +59,12 @@ def tournaments_in(registry: set[str]) -> list[str]:
 def erased_keys(keys: GroupKeys, registry: set[str]) -> dict[str, list[str]]:
     """What an erasure removes of a player in one board group, by kind.
 
-    The single list of what a player's erasure reaches inside a group's atomic
-    write (the planner applies it: members leave these keys, fields leave these
-    hashes). Extend it here when a new per-player key joins a group (a profile
-    projection, team membership, per-entry metadata, dense-rank counts): the
-    planner, the receipt of ``lb forget`` and the docs follow this list.
+    The list of what a player's erasure reaches inside a group's atomic write.
+    The planner applies it in ``Fold.erase`` (boards: ZREM) and
+    ``Tournaments.erase`` (attempts: HDEL); a new per-player key of a group (a
+    profile projection, team membership, per-entry metadata, dense-rank counts)
+    joins this list and is removed there, and ``readers.erasure.find`` (what
+    ``lb forget`` reports and waits for) and docs/SECURITY.md's table name it too.
 
     * ``boards``: every registered board (sorted sets: the player's member);
     * ``attempts``: every tournament's attempts hash (the player's field).
