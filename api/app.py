@@ -28,10 +28,11 @@ from fastapi.staticfiles import StaticFiles
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api import push, routes
+from api import erasure, push, routes
 from api.auth.guard import Guard
 from api.auth.keyfile import ApiKeys
 from api.auth.tokens import PlayerTokens
+from api.erasure import Eraser
 from api.errors import error_response, install_error_handlers
 from api.hot import HotRoutes
 from api.intake import ACK_TIMEOUT_S, INTAKE_LINGER_MS, AckingProducer, ScoreIntake
@@ -197,6 +198,7 @@ def _lifespan(
             AckingProducer(lambda: _profile_producer(settings), ACK_TIMEOUT_S),
         )
         state.async_redis = async_client
+        state.erasure = Eraser(settings, sync_client, games)
         state.hub = ChangeHub(async_client)
         state.shared_reads = SharedReads(state.hub, state.async_boards, state.async_profiles)
         state.pages = (
@@ -284,9 +286,10 @@ def create_app(
         redoc_url=None,
         lifespan=_lifespan(settings, games, clock, page_cache_ms),
     )
-    install_error_handlers(app, [routes.router, push.router])
+    install_error_handlers(app, [routes.router, push.router, erasure.router])
     app.include_router(routes.router)
     app.include_router(push.router)
+    app.include_router(erasure.router)
     app.mount("/docs-assets", StaticFiles(directory=docs_assets()), name="docs-assets")
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from domain.erasure import ERASE_ALL_GAMES, ERASURE_GAME
 from domain.errors import EncodingError
 from domain.events import EventKind, ScoreEvent
 from domain.games import GameCatalog, GameConfig, valid_game_id
@@ -103,12 +104,12 @@ class Validator:
             raise Rejected(code or DECODE, detail or "not a score event")
         rules = self._rules.get(event.game_id)
         if rules is None:
+            if event.game_id == ERASE_ALL_GAMES:
+                return _erasure(record, event, code)
             _check_game_id(event.game_id)
         _check_identity(event, record)
         if code is not None:  # the signature: checked before any field is trusted
-            if code == UNKNOWN_KEY:
-                raise Rejected(UNKNOWN_KEY, f"keyId {event.key_id!r} is not in the keyring")
-            raise Rejected(SIGNATURE, f"signature does not match keyId {event.key_id!r}")
+            _check_signature(event, code)
         if rules is None:
             rules = self._rules_for(event.game_id)
         game = rules.game
@@ -187,6 +188,26 @@ class _GameRules:
             ):
                 self._by_day[day] = found
         return found
+
+
+def _check_signature(event: ScoreEvent, code: str | None) -> None:
+    """Raise the decode engine's signature verdict, if it refused the event."""
+    if code is not None:
+        if code == UNKNOWN_KEY:
+            raise Rejected(UNKNOWN_KEY, f"keyId {event.key_id!r} is not in the keyring")
+        raise Rejected(SIGNATURE, f"signature does not match keyId {event.key_id!r}")
+
+
+def _erasure(record: SourceRecord, event: ScoreEvent, code: str | None) -> Accepted:
+    """An erasure record (``domain.erasure``): signed like an event, no game, no window."""
+    _check_identity(event, record)
+    _check_signature(event, code)
+    if event.kind is not EventKind.RETRACT or event.score != 0:
+        raise Rejected(
+            SCHEMA,
+            f"gameId {ERASE_ALL_GAMES!r} is reserved for erasures (kind RETRACT, score 0)",
+        )
+    return Accepted(record.offset, record.timestamp_ms, event, ERASURE_GAME, ())
 
 
 def _check_game_id(game_id: str) -> None:

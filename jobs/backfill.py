@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from adapters.kafka import LogReader, Tail
-from adapters.redis import RedisClient
+from adapters.redis import RedisClient, text
 from domain.backfill_plan import (
     BackfillPlan,
     Bound,
@@ -39,8 +39,9 @@ from domain.backfill_plan import (
     resolve_range,
     split_ranges,
 )
+from domain.erasure import is_erasure
 from domain.errors import ConfigError
-from domain.keys import group_tag
+from domain.keys import GroupKeys, group_tag
 from domain.planner import BoardPlanner
 from domain.records import Accepted, RecordBatch
 from domain.validation import Validator
@@ -300,6 +301,8 @@ class Backfill:
                 partitions=self._plan.partition_counts,
                 changes=False,
             )
+            # And the groups they wrote, which an erasure read from now on reaches.
+            self._planner.assume(_watermarks(self._client, self._staging))
             return
         for part in parts:
             self._planner = replay_part(
@@ -313,10 +316,16 @@ class Backfill:
     def _apply_round(self, batches: list[RecordBatch]) -> None:
         """Batches of distinct partitions: one read and one write round trip."""
         self._records += sum(len(batch.records) for batch in batches)
+        self._planner.erasure_reach = self._reach
         apply_round(batches, self._validator, self._planner, self._store, self._keep, self._staging)
 
     def _keep(self, rec: Accepted) -> bool:
-        tag = group_tag(rec)
+        if is_erasure(rec):
+            return True  # it reaches the groups _reach names (the planner's fan-out)
+        return self._reach(group_tag(rec))
+
+    def _reach(self, tag: str, partition: int = 0, offset: int = 0) -> bool:
+        """Whether this run still replays group ``tag`` (an erasure's reach, too)."""
         return self._plan.wants(tag) and tag not in self._done
 
     # -- replace: catch up with the live head, cut over group by group -----------------
@@ -407,3 +416,13 @@ class Backfill:
                 f"up to {self._strict_for_s:g}s, then behind it)"
             )
         print(line, file=self._out, flush=True)
+
+
+def _watermarks(client: RedisClient, namespace: str) -> dict[tuple[str, str], int]:
+    """Every group's watermarks in ``namespace``, per (``meta:wm`` key, field)."""
+    out: dict[tuple[str, str], int] = {}
+    for tag in tags(client, namespace):
+        key = GroupKeys(namespace, tag).watermarks
+        for name, value in client.hgetall(key).items():
+            out[(key, text(name))] = int(value)
+    return out

@@ -36,6 +36,7 @@ from config.clients import game_catalog, quiet_kafka_config, redis_client
 from config.heap import tune_for_streaming
 from config.settings import Settings
 from domain.backfill_plan import BackfillPlan, expiry_floor
+from domain.erasure import is_erasure
 from domain.errors import ServiceError
 from domain.keys import group_tag
 from domain.planner import BoardPlanner, WritePlan
@@ -96,7 +97,10 @@ def replay_part(
     plan = part.plan
 
     def keep(rec: Accepted) -> bool:
-        return plan.wants(group_tag(rec))
+        # An erasure names no game: it reaches the wanted groups (erasure_reach).
+        return is_erasure(rec) or plan.wants(group_tag(rec))
+
+    planner.erasure_reach = lambda tag, partition, offset: plan.wants(tag)
 
     adjust = (
         None

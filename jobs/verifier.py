@@ -33,6 +33,7 @@ import redis
 
 from adapters.kafka import LogReader
 from adapters.redis import RedisClient, Script, text, text_of
+from domain.erasure import is_erasure
 from domain.errors import ServiceError
 from domain.healing import PROGRESS_FIELD
 from domain.keys import ENTRY_METADATA, GroupKeys, group_tag, progress_key, tag_of
@@ -183,14 +184,19 @@ class Verifier:
         total = sum(stop + 1 for stop in stops.values())
         limits: dict[str, dict[int, int]] = {}
 
-        def keep(rec: Accepted, partition: int) -> bool:
-            tag = group_tag(rec)
+        def within(tag: str, partition: int, offset: int) -> bool:
             if not self._wanted(tag):
                 return False
             per = limits.setdefault(tag, {})
             if partition not in per:
                 per[partition] = self._limit(tag, partition)
-            return rec.offset <= per[partition]
+            return offset <= per[partition]
+
+        def keep(rec: Accepted, partition: int) -> bool:
+            # An erasure reaches each group up to that group's own cut (below).
+            return is_erasure(rec) or within(group_tag(rec), partition, rec.offset)
+
+        self._planner.erasure_reach = within
 
         last_report = 0.0
         for batch in self._log.read({p: (0, stop) for p, stop in stops.items()}):
@@ -228,7 +234,9 @@ class Verifier:
             return
 
         def keep(rec: Accepted, partition: int) -> bool:
-            return group_tag(rec) == tag and rec.offset <= ranges[partition][1]
+            return (is_erasure(rec) or group_tag(rec) == tag) and rec.offset <= ranges[partition][1]
+
+        self._planner.erasure_reach = lambda group, partition, offset: group == tag
 
         for batch in self._log.read(ranges):
             self._apply(batch, keep)

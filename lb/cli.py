@@ -40,6 +40,7 @@ COMMANDS: tuple[str, ...] = (
     "demo",
     "topk",
     "archive",
+    "forget",
 )
 
 #: Exit code of every mistake (usage, settings, unreachable service).

@@ -15,6 +15,7 @@ class       routes                                                  who, when re
                                                                     or a server key
 ``writes``  ``POST /v1/scores`` and any other non-``GET`` under     a server key
             ``/v1/``
+``writes``  ``DELETE /v1/players/{player}`` (erasure)               a server key, always
 ==========  ======================================================  ==================
 
 Reads and pushes require a caller only with ``LB_API_READS=authenticated``;
@@ -56,6 +57,8 @@ class Route:
     player: str | None = None
     #: Only a server API key may call it (when writes are authenticated).
     servers_only: bool = False
+    #: A server key is required even while writes are public (erasure).
+    always: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ class Refusal:
 
 _PUSH = re.compile(r"^/v1/leaderboards/[^/]+/(live|events)$")
 _FRIEND = re.compile(r"^/v1/leaderboards/[^/]+/players/([^/]+)/friends/[^/]+$")
+_ERASE = re.compile(r"^/v1/players/[^/]+$")
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
 _OPEN = Route(RouteClass.OPEN)
 _READS = Route(RouteClass.READS)
@@ -112,6 +116,8 @@ def classify(method: str, raw_path: str, *, websocket: bool = False) -> Route:
     friend = _FRIEND.match(raw_path)
     if friend and method in ("PUT", "DELETE"):
         return Route(RouteClass.WRITES, player=_decoded(friend.group(1)))
+    if method == "DELETE" and _ERASE.match(raw_path):
+        return Route(RouteClass.WRITES, servers_only=True, always=True)
     return Route(RouteClass.WRITES, servers_only=True)
 
 
@@ -130,7 +136,7 @@ def decide(
                 "reading requires a player token or an API key (Authorization: Bearer ...)",
             )
         return None
-    if not writes_authenticated:
+    if not writes_authenticated and not route.always:
         return None
     if anonymous:
         return Refusal(

@@ -10,11 +10,12 @@ into the caches once it is on its way to Redis. The fold itself is
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
+from domain.erasure import ERASE_ALL_GAMES, is_erasure
 from domain.errors import ConfigError
 from domain.events import EventKind
-from domain.keys import GroupKeys, group_tag, watermark_field
+from domain.keys import GroupKeys, group_tag, tag_of, watermark_field
 from domain.operators import apply_composite, apply_composite_asc
 from domain.planner.cache import GenerationalCache
 from domain.planner.changes import emit
@@ -97,6 +98,10 @@ class BoardPlanner:
         self._registered: dict[str, set[str]] = {}
         self._boards: dict[tuple[str, str, str], Board] = {}
         self._keys: dict[str, GroupKeys] = {}
+        #: Which groups an erasure record reaches, ``(tag, partition, offset)``; None:
+        #: every group of its partition. A replay that covers only some groups, or
+        #: each group up to its own offset (``lb verify``, backfills), narrows it.
+        self.erasure_reach: Callable[[str, int, int], bool] | None = None
 
     # -- phase 1 ---------------------------------------------------------------
 
@@ -124,6 +129,9 @@ class BoardPlanner:
             ids: list[Token] = []
             for rec in group.records:
                 event = rec.event
+                if event.kind is EventKind.RETRACT and event.game_id == ERASE_ALL_GAMES:
+                    retracts = True  # an erasure: the registry, no dedupe id
+                    continue
                 bucket = rec.record_ts_ms // horizon
                 if bucket != last_bucket:
                     last_bucket = bucket
@@ -359,16 +367,53 @@ class BoardPlanner:
 
     def _groups(self, batch: CheckedBatch) -> list[Group]:
         groups: dict[str, Group] = {}
+        erasures = False
         for rec in batch.accepted:
+            if rec.event.game_id == ERASE_ALL_GAMES:
+                erasures = True
+                continue
+            # Inline, not _group_of: this runs once per record.
             tag = group_tag(rec)
             group = groups.get(tag)
             if group is None:
-                keys = self._keys.get(tag)
-                if keys is None:
-                    keys = self._keys[tag] = GroupKeys(self._namespace, tag)
-                group = groups[tag] = Group(keys, [])
+                group = self._group_of(groups, tag)
             group.records.append(rec)
+        if erasures:
+            return self._erasure_groups(batch, groups)
         return list(groups.values())
+
+    def _group_of(self, groups: dict[str, Group], tag: str) -> Group:
+        group = groups.get(tag)
+        if group is None:
+            keys = self._keys.get(tag)
+            if keys is None:
+                keys = self._keys[tag] = GroupKeys(self._namespace, tag)
+            group = groups[tag] = Group(keys, [])
+        return group
+
+    def _erasure_groups(self, batch: CheckedBatch, batch_groups: dict[str, Group]) -> list[Group]:
+        """The batch's groups when it holds erasures: each one joins every group of its partition.
+
+        Those are the groups the partition ever wrote (this worker's watermark
+        beliefs for it, which a restart seeds from the progress hash) and the
+        groups of this batch: a player's events are all in their partition, so
+        no other group holds the player. Each group keeps log order.
+        """
+        field_name = watermark_field(batch.topic, batch.partition)
+        tags = set(batch_groups)
+        tags.update(tag_of(key) for key, name in self._watermarks if name == field_name)
+        groups: dict[str, Group] = {}
+        for tag in sorted(tags):
+            self._group_of(groups, tag)
+        reach = self.erasure_reach
+        for rec in batch.accepted:
+            if is_erasure(rec):
+                for tag, group in groups.items():
+                    if reach is None or reach(tag, batch.partition, rec.offset):
+                        group.records.append(rec)
+            else:
+                groups[group_tag(rec)].records.append(rec)
+        return [group for group in groups.values() if group.records]
 
     def _board(self, keys: GroupKeys, rec: Accepted, window: Window) -> Board:
         spec_key = (keys.tag, rec.event.game_id, window.id)

@@ -43,7 +43,10 @@ def emit(fold: Fold, group: Group, write: GroupWrite, plan: WritePlan, changes: 
             {w: v for w, v in mine.items() if v != UNKNOWN} if retracted else mine
         )
     if changes:
-        write.changes = group_changes(group.records[0].game, initial, working)
+        # The game of a record that names one (an erasure names none, and
+        # removes values as unknown, which need no decoding).
+        game = next((rec.game for rec in group.records if rec.windows), group.records[0].game)
+        write.changes = group_changes(game, initial, working)
     if fold.setters:
         emit_metadata(fold, write)
 
@@ -103,6 +106,9 @@ def group_changes(
         for window_id, value in mine.items():
             old = before.get(window_id, UNKNOWN)
             if value == old and window_id in before:
+                continue
+            if value is None and (old is None or old == UNKNOWN):
+                out.append(Change(window_id, player, None, None))
                 continue
             known = codecs.get(window_id)
             if known is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from domain.erasure import ERASE_ALL_GAMES, tournaments_in
 from domain.events import EventKind
 from domain.games import Operator
 from domain.keys import GroupKeys
@@ -154,6 +155,23 @@ class Fold:
                 before[window_id] = self.scores_read.get(key, UNKNOWN)
             mine[window_id] = None
 
+    def erase(self, player: str, mine: dict[str, int | None]) -> None:
+        """An erasure (``domain.erasure``): the player leaves every board and tournament here.
+
+        Like a RETRACT, but also off boards this worker has cached and the
+        registry may not list yet, and with the tournament attempts forgotten
+        (the player enters again from nothing). A value it removes is announced
+        as unknown (``old`` None): an erasure-only group has no game to decode
+        it with, and nobody needs the erased score.
+        """
+        self.retracted = True
+        before = self.initial[player]
+        for window_id in sorted(self.registry | mine.keys()):
+            if mine.get(window_id, UNKNOWN) is not None:
+                before[window_id] = UNKNOWN
+                mine[window_id] = None
+        self.tally.erase(player, tournaments_in(self.registry))
+
     def next_piece(self) -> None:
         """Start a piece where the last one ended: its values and event ids are now the past."""
         if self.retracted:
@@ -181,6 +199,13 @@ def fold(state: Fold, piece: list[Accepted], write: GroupWrite) -> None:
     known: tuple[dict[Token, int], ...] = ()
     for rec in piece:
         event = rec.event
+        if event.kind is _RETRACT and event.game_id == ERASE_ALL_GAMES:
+            # Neither deduplicated nor counted: one record spread over every group
+            # of its partition, which groups depends on batching (a replay's may differ).
+            player = event.player_id
+            mine = working.get(player)
+            state.erase(player, state.start(player) if mine is None else mine)
+            continue
         record_ts = rec.record_ts_ms
         bucket = record_ts // horizon
         if bucket != last_bucket:

@@ -149,6 +149,9 @@ class GroupWrite:
     metadata: dict[str, EntryMetadata] = field(default_factory=dict)
     #: Distinct-score count changes of a ``dense_ranks`` game's boards (same atomic write).
     distinct: list[DistinctWrite] = field(default_factory=list)
+    #: Hash fields deleted (``HDEL key field...``), after every other section: an
+    #: erased player's tournament attempts (``domain.erasure``).
+    hdel: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass

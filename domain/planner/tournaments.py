@@ -58,6 +58,8 @@ class Tournaments:
         self._seats: dict[str, int] = {}
         self.full = 0
         self.used_up = 0
+        # Per player erased in the current piece: the tournaments whose attempts it forgets.
+        self._erased: dict[str, set[str]] = {}
 
     def _attempts_of(self, player: str, board: Board, name: str) -> dict[str, int]:
         mine = self._working.get(player)
@@ -83,7 +85,8 @@ class Tournaments:
 
     def _locate(self) -> tuple[int, int]:
         """The seat cell of the group and the batch's partition: ``partition * shards + shard``."""
-        first = self._group.records[0]
+        # An attempt comes from a game's own record (an erasure names no game).
+        first = next(rec for rec in self._group.records if rec.windows)
         shards = max(1, first.game.shards)
         shard = shard_of(first.event.player_id, shards) or 0
         self._cell = (self._partition * shards + shard, self._cells(self._topic, shards))
@@ -111,8 +114,21 @@ class Tournaments:
         mine[name] = used + 1
         return True
 
+    def erase(self, player: str, names: list[str]) -> None:
+        """An erasure: ``player``'s attempts in these tournaments are forgotten (fields deleted).
+
+        Its seat stays taken (a count per partition, nothing of the player's);
+        a later attempt enters the player again.
+        """
+        if player not in self._working:
+            cached = self._attempts.get((self._tag, player))
+            self._initial[player] = dict(cached) if cached is not None else {}
+        self._working[player] = dict.fromkeys(names, 0)
+        self._erased.setdefault(player, set()).update(names)
+
     def next_piece(self) -> None:
         """The counts so far become the next piece's counts before."""
+        self._erased = {}
         self._initial = {player: dict(mine) for player, mine in self._working.items()}
         self._seats_before = dict(self._seats)
         self.full = self.used_up = 0
@@ -128,8 +144,11 @@ class Tournaments:
         keys = self._group.keys
         for player, mine in self._working.items():
             before = self._initial[player]
+            erased = self._erased.get(player, ())
             for name, count in mine.items():
-                if count != before.get(name):
+                if count == 0 and name in erased:
+                    write.hdel.setdefault(keys.attempts(name), []).append(player)
+                elif count != before.get(name):
                     write.counts.setdefault(keys.attempts(name), {})[player] = count
             plan.attempt_updates[(self._tag, player)] = mine
         for key, taken in self._seats.items():

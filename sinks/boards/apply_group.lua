@@ -190,6 +190,10 @@ for _ = 1, tonumber(take()) do
     if at > 0 then redis.call('EXPIREAT', h, at) end
   end
 end
+for _ = 1, tonumber(take()) do            -- hdel: key index, n, field* (erasures)
+  local k = KEYS[tonumber(take())]; local n = tonumber(take())
+  chunked('HDEL', k, i, n, 1); i = i + n
+end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 local t1 = redis.call('TIME')
 return {1, (t1[1] - t0[1]) * 1000000 + (t1[2] - t0[2])}

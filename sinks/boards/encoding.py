@@ -108,6 +108,9 @@ def encode(
     else:
         args.append(0)
     args += entry_metadata_args(write, key_index)
+    args.append(len(write.hdel))
+    for key, names in write.hdel.items():
+        args += [key_index(key), len(names), *names]
     distinct_args(write.distinct, key_index, args)
     return fenced(keys, args, write, epoch)
 

@@ -155,6 +155,7 @@ def generate(
     players: int = 150,
     start_ms: int | None = None,
     metadata_ratio: float = 0.0,
+    erasures: float = 0.0,
 ) -> Stream:
     """A mixed stream: 6 games, ties, duplicates, retracts and every bad kind.
 
@@ -163,6 +164,9 @@ def generate(
     without it, and about 1% of them carry too much (``METADATA_TOO_LARGE``);
     the choices come from a second random stream, so the rest of the stream is
     the one the same seed gives without metadata.
+
+    ``erasures``: the share of records that are a player's erasure (expected
+    ``"erased"``); 0 leaves the stream of a seed as it always was.
     """
     rng = random.Random(seed)
     meta_rng = random.Random(seed ^ 0x5EED)
@@ -192,6 +196,16 @@ def generate(
             kind=kind,
         )
         expected = "ok"
+        if erasures and rng.random() < erasures:
+            event = signed_event(
+                keyring,
+                key_id,
+                **{**fields, "game_id": "*", "score": 0, "kind": EventKind.RETRACT},
+            )
+            out.records.append(
+                Planned(player.encode(), codec.encode(event), record_ts, "erased", event)
+            )
+            continue
         if roll < 0.05 and ok:
             # Mostly a quick retry through another gateway whose clock is up to
             # 3 s behind or ahead (its record time may precede the original's);
@@ -350,6 +364,13 @@ def oracle_with_metadata(
     tries: dict[str, int] = {}  # gtour player -> attempts counted
     seats: dict[int, int] = {}  # partition -> gtour players entered
     for rec in records:
+        if rec.expected == "erased":  # every game; attempts forgotten, seats stay taken
+            counts["erased"] = counts.get("erased", 0) + 1
+            for game_id, wids in windows_of.items():
+                for wid in wids:
+                    boards.get(f"{game_id}:{wid}", {}).pop(rec.event.player_id, None)
+            tries.pop(rec.event.player_id, None)
+            continue
         if rec.expected not in ("ok", "duplicate"):
             counts["dead"] = counts.get("dead", 0) + 1
             continue

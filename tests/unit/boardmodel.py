@@ -131,6 +131,10 @@ class BoardModel:
                 self.ttl[key] = int(write.seen_ttl_s)
         for key, values in write.counts.items():
             self.hashes.setdefault(key, {}).update({k: int(v) for k, v in values.items()})
+        for key, names in write.hdel.items():
+            fields = self.hashes.get(key, {})
+            for name in names:
+                fields.pop(name, None)
         for name, by in write.stats.items():
             if by != 0:
                 stats = self.hashes.setdefault(keys.stats, {})

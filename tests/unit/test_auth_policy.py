@@ -10,6 +10,7 @@ from api.auth.policy import Caller, CallerKind, Route, RouteClass, classify, dec
 
 OPEN, READS = RouteClass.OPEN, RouteClass.READS
 PUSHES, WRITES = RouteClass.PUSHES, RouteClass.WRITES
+ERASE = Route(WRITES, servers_only=True, always=True)
 
 
 @pytest.mark.parametrize(
@@ -32,6 +33,8 @@ PUSHES, WRITES = RouteClass.PUSHES, RouteClass.WRITES
         ("POST", "/v1/scores", False, Route(WRITES, servers_only=True)),
         ("POST", "/v1/leaderboards/g1/players/p1/friends/p2", False, Route(WRITES, None, True)),
         ("PATCH", "/v1/anything", False, Route(WRITES, servers_only=True)),
+        ("DELETE", "/v1/players/p1", False, ERASE),
+        ("DELETE", "/v1/players/p1/x", False, Route(WRITES, servers_only=True)),
     ],
 )
 def test_classify(method: str, path: str, websocket: bool, expected: Route) -> None:
@@ -65,6 +68,11 @@ SCORES = Route(WRITES, servers_only=True)
         (SCORES, P1, False, True, HTTPStatus.FORBIDDEN),
         (SCORES, SERVER, False, True, None),
         (SCORES, ANON, False, True, HTTPStatus.UNAUTHORIZED),
+        # Erasure needs a server key even while writes are public.
+        (ERASE, ANON, False, False, HTTPStatus.UNAUTHORIZED),
+        (ERASE, P1, False, False, HTTPStatus.FORBIDDEN),
+        (ERASE, P1, False, True, HTTPStatus.FORBIDDEN),
+        (ERASE, SERVER, False, False, None),
     ],
 )
 def test_decide(
