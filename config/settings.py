@@ -66,6 +66,8 @@ class Settings:
     redis_url: Secret
     topic: str = "score-events"
     dlq_topic: str = "score-events.dlq"
+    #: The compacted membership topic of the team boards (``LB_TEAMS_TOPIC``).
+    teams_topic: str = "team-membership"
     hmac_keys: Secret = field(default_factory=lambda: Secret(DEV_KEYRING))
     games_file: Path | None = None
     state_dir: Path = field(default_factory=_default_state_dir)
@@ -365,6 +367,7 @@ class Settings:
             redis_url=Secret(env.get("LB_REDIS_URL") or f"redis://127.0.0.1:{redis_port}/0"),
             topic=topic,
             dlq_topic=env.get("LB_DLQ_TOPIC") or f"{topic}.dlq",
+            teams_topic=env.get("LB_TEAMS_TOPIC") or "team-membership",
             hmac_keys=Secret(env.get("LB_HMAC_KEYS") or DEV_KEYRING),
             games_file=Path(games) if games else None,
             state_dir=state_dir,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from domain.errors import ConfigError
 from domain.scoring import TieCodec, TieResolution
+from domain.teams import check_team_rules
 from domain.windows import DAY_MS, HOUR_MS, UTC_CALENDAR, WEEK_MS, Calendar, Window, WindowKind
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ def check_config(config: GameConfig, name: str) -> None:
     for season in config.seasons:
         _check_range(config, name, f"season {season.name!r}", season.window)
     _check_tournaments(config, name, set(names))
+    check_team_rules(name, config.teams, config.shards, config.ascending)
 
 
 def _check_range(config: GameConfig, game: str, what: str, window: Window) -> None:

@@ -23,6 +23,7 @@ from types import MappingProxyType
 from domain.errors import ConfigError, QueryError
 from domain.game_checks import check_config
 from domain.scoring import TieCodec, TieResolution
+from domain.teams import TeamAggregate
 from domain.windows import (
     CONTAINED_IN,
     LISTED_KINDS,
@@ -159,6 +160,8 @@ class GameConfig:
     """62 days: a closed month stays readable for two more months."""
     seasons: tuple[Season, ...] = ()
     tournaments: tuple[Tournament, ...] = ()
+    teams: TeamAggregate | None = None
+    """Team boards' aggregate of the members' scores (``None``: no team boards)."""
 
     @property
     def ascending(self) -> bool:
@@ -300,8 +303,17 @@ class GameCatalog:
             config.validate(game_id)
         if default is not None:
             default.validate("[default]")
+            if default.teams is not None:
+                raise ConfigError(
+                    '[default]: teams is set per game, in [games."<gameId>"]: membership '
+                    "records are applied to the games named there"
+                )
         self._games = dict(games)
         self._default = default
+
+    def team_games(self) -> dict[str, GameConfig]:
+        """The games with team boards (only named games can have them), by id."""
+        return {g: config for g, config in self._games.items() if config.teams is not None}
 
     @classmethod
     def builtin(cls) -> GameCatalog:

@@ -39,6 +39,7 @@ COMMANDS: tuple[str, ...] = (
     "demo",
     "topk",
     "archive",
+    "teams",
 )
 
 #: Exit code of every mistake (usage, settings, unreachable service).

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from domain.games import GameConfig
-from domain.planner.model import UNKNOWN, Change, Group, GroupWrite, WritePlan
+from domain.planner.model import UNKNOWN, Change, Group, GroupWrite, TeamSync, WritePlan
 from domain.scoring import TieCodec
+from domain.teams import TeamKeys
 
 if TYPE_CHECKING:
     from domain.planner.fold import Fold
@@ -42,8 +43,20 @@ def emit(fold: Fold, group: Group, write: GroupWrite, plan: WritePlan, changes: 
         cache_updates[(tag, player)] = (
             {w: v for w, v in mine.items() if v != UNKNOWN} if retracted else mine
         )
-    if changes:
-        write.changes = group_changes(group.records[0].game, initial, working)
+    game = group.records[0].game
+    if changes or game.teams is not None:
+        found = group_changes(game, initial, working)
+        if changes:
+            write.changes = found
+        if game.teams is not None and found:
+            write.teams = team_sync(keys.namespace, group.records[0].event.game_id, game, found)
+
+
+def team_sync(namespace: str, game_id: str, game: GameConfig, found: list[Change]) -> TeamSync:
+    """The team share of a write of a team game: its changes and their boards' slots."""
+    assert game.teams is not None
+    slots = {w: game.codec(game.window(w)).slots for w in {c.window_id for c in found}}
+    return TeamSync(TeamKeys(namespace, game_id), game.teams, found, slots)
 
 
 def group_changes(

@@ -17,6 +17,7 @@ from domain.keys import GroupKeys
 from domain.operators import apply_composite
 from domain.outcomes import COUNTERS as COUNTERS
 from domain.records import Accepted
+from domain.teams import TeamAggregate, TeamKeys
 
 #: Counter names kept in ``meta:stats`` (written in the same transaction as the boards):
 #: every :class:`domain.outcomes.Outcome` as a plain string; the first three partition
@@ -94,6 +95,21 @@ class Change(NamedTuple):
 
 
 @dataclass
+class TeamSync:
+    """A team game's share of a group write: the members whose board value it changes.
+
+    The script looks up each player's team and makes the team's members set
+    and board agree with the new value (``sinks/teams/team_lib.lua``).
+    """
+
+    keys: TeamKeys
+    aggregate: TeamAggregate
+    changes: list[Change]
+    #: Window id -> its board's tie-break slots (decodes a composite in Lua).
+    slots: dict[str, int]
+
+
+@dataclass
 class GroupWrite:
     """One board group's share of a batch: applied atomically (one MULTI/EXEC)."""
 
@@ -116,6 +132,8 @@ class GroupWrite:
     #: Tournament counts set to absolute values (``HSET key field value``): a
     #: player's attempts, a partition's seats taken.
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Team boards to keep in step (games with ``teams`` only), in the same atomic write.
+    teams: TeamSync | None = None
 
 
 @dataclass

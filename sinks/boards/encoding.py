@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
@@ -105,7 +106,24 @@ def encode(
         args.append("[" + ",".join(map(change_json, write.changes)) + "]")
     else:
         args.append(0)
+    args += team_args(write, key_index)
     return fenced(keys, args, write, epoch)
+
+
+def team_args(write: GroupWrite, key_index: Callable[[str], int]) -> list[Any]:
+    """The script's team section: 0, or the members whose value changed (``team_lib.lua``)."""
+    sync = write.teams
+    if sync is None:
+        return [0]
+    keys = sync.keys
+    args: list[Any] = [1, key_index(keys.membership), key_index(keys.slots)]
+    args += [sync.aggregate.value, keys.prefix, len(sync.slots)]
+    for window_id, slots in sync.slots.items():
+        args += [window_id, slots]
+    args.append(len(sync.changes))
+    for change in sync.changes:
+        args += [change.window_id, change.player_id, _text(change.new)]
+    return args
 
 
 def fenced(
