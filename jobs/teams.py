@@ -11,6 +11,7 @@ games hold, so Redis alone says how far the topic was applied.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -128,6 +129,25 @@ def ensure_membership_topic(settings: Settings) -> None:
         except Exception as exc:
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise ServiceError(f"cannot create {name!r}: {exc}") from exc
+    _wait_served(admin, [topic.topic for topic in missing])
+
+
+def _wait_served(admin: AdminClient, names: Sequence[str], timeout_s: float = 30.0) -> None:
+    """Until every partition of ``names`` has a leader (a created topic is served a moment later)."""
+    deadline = time.monotonic() + timeout_s
+    for name in names:
+        while True:
+            info = admin.list_topics(name, timeout=10).topics.get(name)
+            if (
+                info is not None
+                and info.error is None
+                and info.partitions
+                and all(p.leader >= 0 for p in info.partitions.values())
+            ):
+                break
+            if time.monotonic() > deadline:
+                raise ServiceError(f"{name!r} has no leader for every partition after {timeout_s} s")
+            time.sleep(0.2)
 
 
 def _send_letters(producer: Producer, dlq_topic: str, letters: Sequence[DeadLetter]) -> None:
