@@ -133,7 +133,7 @@ def ensure_membership_topic(settings: Settings) -> None:
 
 
 def _wait_served(admin: AdminClient, names: Sequence[str], timeout_s: float = 30.0) -> None:
-    """Until every partition of ``names`` has a leader (a created topic is served a moment later)."""
+    """Until every partition of ``names`` has a leader (a new topic is served a moment later)."""
     deadline = time.monotonic() + timeout_s
     for name in names:
         while True:
@@ -146,7 +146,9 @@ def _wait_served(admin: AdminClient, names: Sequence[str], timeout_s: float = 30
             ):
                 break
             if time.monotonic() > deadline:
-                raise ServiceError(f"{name!r} has no leader for every partition after {timeout_s} s")
+                raise ServiceError(
+                    f"{name!r} has no leader for every partition after {timeout_s} s"
+                )
             time.sleep(0.2)
 
 

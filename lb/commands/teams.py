@@ -27,6 +27,7 @@ from lb.commands.read import add_game, add_window, emit, now_ms
 from readers import game_catalog, redis_client
 from readers.teams import TeamReader
 from schemas.membership import MembershipCodec, sign_membership
+from sinks.teams.store import resync_teams
 
 
 def _reader() -> TeamReader:
@@ -171,6 +172,18 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if report["equal"] else 1
 
 
+def _resync(args: argparse.Namespace) -> int:
+    settings = Settings.from_env()
+    games = game_catalog(settings).team_games()
+    if args.game is not None:
+        if args.game not in games:
+            raise QueryError(f"game {args.game!r} keeps no team boards")
+        games = {args.game: games[args.game]}
+    windows = resync_teams(redis_client(settings), settings.namespace, games)
+    print(f"lb teams resync: {len(games)} game(s), {windows} window(s) recomputed")
+    return 0
+
+
 def _reads(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     top = sub.add_parser("top", help="one page of a team board, best first")
     add_game(top)
@@ -230,3 +243,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     verify.add_argument("--examples", type=int, default=10, help="differences shown per game")
     verify.add_argument("--json", action="store_true", help="print the JSON report")
     verify.set_defaults(handler=_verify)
+    resync = sub.add_parser(
+        "resync",
+        help="recompute the team boards from the boards and the membership (atomic per game)",
+    )
+    resync.add_argument("--game", default=None, help="only this game")
+    resync.set_defaults(handler=_resync)

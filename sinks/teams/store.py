@@ -10,10 +10,14 @@ last record per player only (docs/DESIGN.md, "Team boards").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from adapters.redis import RedisClient, Script
+from adapters.redis import RedisClient, Script, text
+from domain.errors import LeaderboardError
+from domain.games import GameConfig
+from domain.keys import GroupKeys
 from domain.teams import TeamAggregate, TeamKeys
 
 _HERE = Path(__file__).parent
@@ -23,6 +27,9 @@ TEAM_LIB = (_HERE / "team_lib.lua").read_text()
 
 #: A batch of membership records for one game (``apply_membership.lua``).
 APPLY_MEMBERSHIP = Script(TEAM_LIB + (_HERE / "apply_membership.lua").read_text())
+
+#: One game's team state recomputed from its membership and boards (``resync.lua``).
+RESYNC = Script(TEAM_LIB + (_HERE / "resync.lua").read_text())
 
 #: Records per Lua call: a bound on how long one call holds Redis.
 PIECE = 500
@@ -50,3 +57,32 @@ def apply_membership(
             args += [offset, player, team or ""]
         moved += int(APPLY_MEMBERSHIP(client, [keys.membership, keys.watermarks, keys.slots], args))
     return moved
+
+
+def resync_teams(client: RedisClient, namespace: str, games: Mapping[str, GameConfig]) -> int:
+    """Recompute the team state of every game in ``games`` that keeps team boards.
+
+    For after boards were replaced wholesale (``lb rebuild``, ``lb backfill``),
+    or teams were configured for a game that already has boards. One atomic
+    call per game. Returns the windows recomputed.
+    """
+    done = 0
+    for game_id, config in games.items():
+        if config.teams is None:
+            continue
+        keys = TeamKeys(namespace, game_id)
+        registry: Any = client.smembers(GroupKeys(namespace, game_id).boards)
+        args: list[object] = []
+        for window_id in sorted(text(w) for w in registry):
+            try:
+                args += [window_id, config.codec(config.window(window_id)).slots]
+            except LeaderboardError:  # a window the configuration no longer has
+                continue
+        done += int(
+            RESYNC(
+                client,
+                [keys.membership, keys.slots],
+                [config.teams.value, keys.prefix, len(args) // 2, *args],
+            )
+        )
+    return done

@@ -24,7 +24,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from adapters.kafka import read_topic
-from adapters.redis import RedisClient
+from adapters.redis import RedisClient, text_of
 from domain.events import EventKind
 from domain.signing import parse_keyring, signed_event
 from domain.teams import Membership, TeamAggregate, TeamKeys, team_boards
@@ -201,7 +201,7 @@ def test_team_boards_through_the_jobs_equal_an_independent_oracle(
     assert json.loads(verify.stdout)["equal"] is True
 
     letters = read_topic({"bootstrap.servers": kafka_bootstrap}, f"{teams_topic}.dlq")
-    got_codes = sorted(dict(m.headers() or [])["error.code"].decode() for m in letters)
+    got_codes = sorted(text_of(dict(m.headers() or [])["error.code"]) for m in letters)
     assert got_codes == sorted(codes + more_codes)
 
     # Every record again from the start (as after losing the watermarks): nothing changes.
