@@ -28,7 +28,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api import push, routes
+from api import push, routes, team_routes
 from api.auth.guard import Guard
 from api.auth.keyfile import ApiKeys
 from api.auth.tokens import PlayerTokens
@@ -53,6 +53,7 @@ from readers.async_boards import AsyncBoardReader
 from readers.boards import BoardReader
 from readers.friends import FriendsReader
 from readers.hot import HotReader
+from readers.teams import TeamReader
 from schemas.codec import ScoreEventCodec
 
 API_VERSION = VERSION
@@ -169,6 +170,7 @@ def _lifespan(
         state.async_boards = AsyncBoardReader(state.boards, async_client)
         state.friends = FriendsReader(sync_client, games, settings.namespace)
         state.hot = HotReader(sync_client, games, settings.namespace)
+        state.teams = TeamReader(sync_client, games, settings.namespace)
         state.intake = ScoreIntake(
             parse_keyring(settings.hmac_keys.reveal()),
             games,
@@ -262,9 +264,10 @@ def create_app(
         redoc_url=None,
         lifespan=_lifespan(settings, games, clock, page_cache_ms),
     )
-    install_error_handlers(app, [routes.router, push.router])
+    install_error_handlers(app, [routes.router, push.router, team_routes.router])
     app.include_router(routes.router)
     app.include_router(push.router)
+    app.include_router(team_routes.router)
     app.mount("/docs-assets", StaticFiles(directory=docs_assets()), name="docs-assets")
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 

@@ -13,11 +13,76 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from typing_extensions import TypedDict
+
 from adapters.redis import RedisClient, text
 from domain.errors import QueryError
 from domain.games import GameCatalog, GameConfig
 from domain.teams import TeamAggregate, TeamKeys, valid_team_id
+from readers.answers import _documented
 from readers.boards import UnknownGameError
+
+
+@_documented
+class TeamEntry(TypedDict):
+    """A team's line on a team board."""
+
+    rank: int
+    """1-based, unique (equal scores: by team id, descending bytes)"""
+    teamId: str
+    score: int | float
+    """the aggregate: an integer for sum and best, a float for avg"""
+
+
+@_documented
+class TeamTopPage(TypedDict):
+    """One page of a team board, best first."""
+
+    window: str
+    aggregate: str
+    """sum, best or avg"""
+    entries: list[TeamEntry]
+
+
+@_documented
+class TeamRank(TypedDict):
+    """A team's place on a team board (rank and score null: not on it)."""
+
+    window: str
+    teamId: str
+    rank: int | None
+    score: int | float | None
+    members: int
+    """members with a score on this window"""
+
+
+@_documented
+class TeamAround(TypedDict):
+    """A team and its neighbours (team null: not on the board)."""
+
+    window: str
+    above: list[TeamEntry]
+    team: TeamEntry | None
+    below: list[TeamEntry]
+
+
+@_documented
+class TeamMember(TypedDict):
+    """A member's line within its team."""
+
+    rank: int
+    playerId: str
+    score: int
+
+
+@_documented
+class TeamMembersPage(TypedDict):
+    """A team's members ranked within it on one window."""
+
+    window: str
+    teamId: str
+    entries: list[TeamMember]
+
 
 #: The most entries one page or one side of ``around`` may ask for.
 MAX_PAGE = 1000
@@ -86,7 +151,7 @@ class TeamReader:
 
     def top(
         self, game_id: str, window_spec: str, now_ms: int, limit: int = 10, offset: int = 0
-    ) -> dict[str, Any]:
+    ) -> TeamTopPage:
         """``{"window", "aggregate", "entries": [{"rank", "teamId", "score"}, ...]}``."""
         _count("limit", limit, 1, MAX_PAGE)
         _count("offset", offset, 0, 10**9)
@@ -97,10 +162,10 @@ class TeamReader:
         return {
             "window": board.window_id,
             "aggregate": board.aggregate.value,
-            "entries": _entries(board, rows, offset + 1, "teamId"),
+            "entries": _entries(board, rows, offset + 1),
         }
 
-    def rank(self, game_id: str, team_id: str, window_spec: str, now_ms: int) -> dict[str, Any]:
+    def rank(self, game_id: str, team_id: str, window_spec: str, now_ms: int) -> TeamRank:
         """``{"window", "teamId", "rank", "score", "members"}`` (null rank, score: absent)."""
         _team(team_id)
         board = self.board(game_id, window_spec, now_ms)
@@ -119,7 +184,7 @@ class TeamReader:
 
     def around(
         self, game_id: str, team_id: str, window_spec: str, now_ms: int, k: int = 5
-    ) -> dict[str, Any]:
+    ) -> TeamAround:
         """``{"window", "above": [...], "team": {...} or null, "below": [...]}``."""
         _team(team_id)
         _count("k", k, 0, MAX_PAGE)
@@ -130,7 +195,7 @@ class TeamReader:
             return {"window": board.window_id, "above": [], "team": None, "below": []}
         first = max(0, int(found) - k)
         rows = scored(self._client.zrevrange(board.key, first, int(found) + k, withscores=True))
-        entries = _entries(board, rows, first + 1, "teamId")
+        entries = _entries(board, rows, first + 1)
         at = next((i for i, e in enumerate(entries) if e["teamId"] == team_id), None)
         if at is None:  # the board moved between the two reads: answer from the page read
             return {"window": board.window_id, "above": [], "team": None, "below": []}
@@ -149,7 +214,7 @@ class TeamReader:
         now_ms: int,
         limit: int = 10,
         offset: int = 0,
-    ) -> dict[str, Any]:
+    ) -> TeamMembersPage:
         """A team's members ranked within it: ``{"window", "teamId", "entries": [...]}``."""
         _team(team_id)
         _count("limit", limit, 1, MAX_PAGE)
@@ -157,7 +222,7 @@ class TeamReader:
         board = self.board(game_id, window_spec, now_ms)
         key = board.keys.members(board.window_id, team_id)
         rows = scored(self._client.zrevrange(key, offset, offset + limit - 1, withscores=True))
-        entries = [
+        entries: list[TeamMember] = [
             {"rank": offset + i + 1, "playerId": member, "score": int(score)}
             for i, (member, score) in enumerate(rows)
         ]
@@ -176,9 +241,9 @@ def scored(rows: Any) -> list[tuple[str, float]]:
 
 
 def _entries(
-    board: TeamBoard, rows: Sequence[tuple[str, float]], first_rank: int, name: str
-) -> list[dict[str, Any]]:
+    board: TeamBoard, rows: Sequence[tuple[str, float]], first_rank: int
+) -> list[TeamEntry]:
     return [
-        {"rank": first_rank + i, name: member, "score": board.score(score)}
+        {"rank": first_rank + i, "teamId": member, "score": board.score(score)}
         for i, (member, score) in enumerate(rows)
     ]

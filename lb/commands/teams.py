@@ -105,7 +105,9 @@ def _top(args: argparse.Namespace) -> int:
         emit(page)
         return 0
     print(f"{args.game} teams {page['window']} ({page['aggregate']})")
-    for entry in page["entries"] or [{"rank": "-", "teamId": "(no teams)", "score": ""}]:
+    if not page["entries"]:
+        print("  (no teams)")
+    for entry in page["entries"]:
         print(f"  {entry['rank']:>4}  {entry['teamId']:<20} {entry['score']}")
     return 0
 

@@ -32,6 +32,9 @@ from jobs.team_verify import verify_game
 from readers.teams import TeamReader
 from sinks.boards import RedisBoardStore
 from sinks.teams.store import apply_membership
+from tests.integration.api_server import api_settings, running_api
+from tests.integration.streams import KEYS
+from tests.integration.test_http_api import Client
 
 GAMES = """
 [games."tsum"]
@@ -237,3 +240,34 @@ def test_team_rules_refused_at_start() -> None:
         GameCatalog.from_toml('[default]\nteams = "sum"\n')
     with pytest.raises(ConfigError, match="teams"):
         GameCatalog.from_toml('[games."x"]\nteams = "median"\n')
+
+
+def test_the_http_routes_answer_what_the_reader_answers(
+    kafka_bootstrap: str, redis_url: str, redis_client: RedisClient, namespace: str
+) -> None:
+    pipeline = Pipeline(redis_client, namespace, "tsum")
+    for player, team in (("p0", "a"), ("p1", "a"), ("p2", "b")):
+        pipeline.member(player, team)
+    for player, score, minute in (("p0", 30, 1), ("p1", 60, 2), ("p2", 40, 3)):
+        pipeline.score(player, score, minute)
+    settings = api_settings(kafka_bootstrap, redis_url, "unused", namespace, KEYS)
+    reader = TeamReader(redis_client, CATALOG, namespace)
+    with running_api(settings, catalog=CATALOG, clock=lambda: NOW_MS) as base:
+        http = Client(base)
+        base_path = "/v1/leaderboards/tsum/teams"
+        status, _, page = http.get(f"{base_path}?window=alltime&limit=5")
+        assert (status, page) == (200, reader.top("tsum", "alltime", NOW_MS, 5))
+        assert [(e["teamId"], e["score"]) for e in page["entries"]] == [("a", 90), ("b", 40)]
+        status, _, rank = http.get(f"{base_path}/b")
+        assert (status, rank) == (200, reader.rank("tsum", "b", "alltime", NOW_MS))
+        status, _, around = http.get(f"{base_path}/b/around?k=1")
+        assert (status, around["above"][0]["teamId"]) == (200, "a")
+        status, _, members = http.get(f"{base_path}/a/members?window=daily:2031-03-03")
+        assert status == 200
+        assert [(e["playerId"], e["score"]) for e in members["entries"]] == [("p1", 60), ("p0", 30)]
+        status, _, missing = http.get(f"{base_path}/nobody")
+        assert (status, missing["error"]["code"]) == (404, "NOT_FOUND")
+        status, _, bad = http.get(f"{base_path}/a:b")
+        assert status == 400, bad
+        status, _, unknown = http.get("/v1/leaderboards/nogame/teams")
+        assert (status, unknown["error"]["code"]) == (404, "UNKNOWN_GAME")
