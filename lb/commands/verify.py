@@ -27,6 +27,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from types import FrameType
+from typing import Any
 
 from adapters.kafka import LogReader
 from config.clients import game_catalog, quiet_kafka_config, redis_client
@@ -36,6 +37,7 @@ from domain.games import GameCatalog
 from domain.signing import parse_keyring
 from domain.validation import Validator
 from jobs.dead_letter_reader import Letter, read_letters
+from jobs.team_verify import verify_teams
 from jobs.verifier import Verifier
 from jobs.verify_report import Difference, VerifyReport
 from readers.games import what_exists_instead
@@ -155,11 +157,31 @@ def _verify(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # cleans up the scratch keys like Ctrl-C
     report = verifier.run()
     _none_compared(settings, catalog, report, args.game or [])
+    teams = _team_report(settings, catalog, args.game or [])
     if args.json:
-        print(json.dumps(report.as_dict(args.examples)))
+        print(json.dumps({**report.as_dict(args.examples), **({"teams": teams} if teams else {})}))
     else:
         _print_text(report, args.examples, catalog)
-    return 0 if report.equal else 1
+        for game, differences in (teams or {}).get("games", {}).items():
+            print(
+                f"team boards of {game}: "
+                + (f"{len(differences)} difference(s)" if differences else "equal")
+            )
+            for line in differences[: args.examples]:
+                print(f"  {line}")
+    return 0 if report.equal and (not teams or teams["equal"]) else 1
+
+
+def _team_report(settings: Settings, catalog: GameCatalog, games: list[str]) -> dict[str, Any]:
+    """The team boards recomputed from the boards and the membership (jobs.team_verify)."""
+    named = [g for g in catalog.team_games() if not games or g in games]
+    reports = [
+        verify_teams(redis_client(settings), catalog, settings.namespace, game) for game in named
+    ]
+    if not reports:
+        return {}
+    merged = {game: lines for one in reports for game, lines in one["games"].items()}
+    return {"equal": all(one["equal"] for one in reports), "games": merged}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -199,6 +199,9 @@ def test_team_boards_through_the_jobs_equal_an_independent_oracle(
     verify = lb(["teams", "verify", "--json"], env)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert json.loads(verify.stdout)["equal"] is True
+    audit = lb(["verify", "--json", "--quiet"], env, timeout=300)  # boards and team boards
+    assert audit.returncode == 0, audit.stdout[-2000:] + audit.stderr[-2000:]
+    assert json.loads(audit.stdout)["teams"]["equal"] is True
 
     letters = read_topic({"bootstrap.servers": kafka_bootstrap}, f"{teams_topic}.dlq")
     got_codes = sorted(text_of(dict(m.headers() or [])["error.code"]) for m in letters)
