@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
@@ -129,27 +130,25 @@ def ensure_membership_topic(settings: Settings) -> None:
         except Exception as exc:
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise ServiceError(f"cannot create {name!r}: {exc}") from exc
-    _wait_served(admin, [topic.topic for topic in missing])
+    _wait_served(config, [topic.topic for topic in missing])
 
 
-def _wait_served(admin: AdminClient, names: Sequence[str], timeout_s: float = 30.0) -> None:
-    """Until every partition of ``names`` has a leader (a new topic is served a moment later)."""
+def _wait_served(config: Mapping[str, Any], names: Sequence[str], timeout_s: float = 30.0) -> None:
+    """Until the offsets of every partition of ``names`` can be read.
+
+    A created topic is served a moment later: first its metadata lacks leaders,
+    then a leader named in it may still answer "not leader" for a while.
+    """
     deadline = time.monotonic() + timeout_s
     for name in names:
         while True:
-            info = admin.list_topics(name, timeout=10).topics.get(name)
-            if (
-                info is not None
-                and info.error is None
-                and info.partitions
-                and all(p.leader >= 0 for p in info.partitions.values())
-            ):
+            try:
+                topic_offsets(config, name)
                 break
-            if time.monotonic() > deadline:
-                raise ServiceError(
-                    f"{name!r} has no leader for every partition after {timeout_s} s"
-                )
-            time.sleep(0.2)
+            except ServiceError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
 
 def _send_letters(producer: Producer, dlq_topic: str, letters: Sequence[DeadLetter]) -> None:
