@@ -28,7 +28,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api import erasure, push, routes
+from api import erasure, push, routes, team_routes
 from api.auth.guard import Guard
 from api.auth.keyfile import ApiKeys
 from api.auth.tokens import PlayerTokens
@@ -57,6 +57,7 @@ from readers.boards import BoardReader
 from readers.friends import FriendsReader
 from readers.hot import HotReader
 from readers.profiles import AsyncProfileReader, ProfileReader
+from readers.teams import TeamReader
 from schemas.codec import ScoreEventCodec
 from schemas.profile_codec import ProfileCodec
 
@@ -186,6 +187,7 @@ def _lifespan(
         state.profiles = ProfileReader(sync_client, settings.namespace)
         state.async_profiles = AsyncProfileReader(async_client, settings.namespace)
         state.hot = HotReader(sync_client, games, settings.namespace)
+        state.teams = TeamReader(sync_client, games, settings.namespace)
         state.intake = ScoreIntake(
             parse_keyring(settings.hmac_keys.reveal()),
             games,
@@ -286,10 +288,11 @@ def create_app(
         redoc_url=None,
         lifespan=_lifespan(settings, games, clock, page_cache_ms),
     )
-    install_error_handlers(app, [routes.router, push.router, erasure.router])
+    install_error_handlers(app, [routes.router, push.router, erasure.router, team_routes.router])
     app.include_router(routes.router)
     app.include_router(push.router)
     app.include_router(erasure.router)
+    app.include_router(team_routes.router)
     app.mount("/docs-assets", StaticFiles(directory=docs_assets()), name="docs-assets")
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 

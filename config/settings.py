@@ -73,6 +73,8 @@ class Settings:
     #: Where refused profile records go (``LB_PROFILES_DLQ_TOPIC``, default
     #: ``<profiles topic>.dlq``).
     profiles_dlq_topic: str = ""
+    #: The compacted membership topic of the team boards (``LB_TEAMS_TOPIC``).
+    teams_topic: str = "team-membership"
     hmac_keys: Secret = field(default_factory=lambda: Secret(DEV_KEYRING))
     games_file: Path | None = None
     state_dir: Path = field(default_factory=_default_state_dir)
@@ -385,6 +387,7 @@ class Settings:
             dlq_topic=env.get("LB_DLQ_TOPIC") or f"{topic}.dlq",
             profiles_topic=profiles,
             profiles_dlq_topic=env.get("LB_PROFILES_DLQ_TOPIC") or "",
+            teams_topic=env.get("LB_TEAMS_TOPIC") or "team-membership",
             hmac_keys=Secret(env.get("LB_HMAC_KEYS") or DEV_KEYRING),
             games_file=Path(games) if games else None,
             state_dir=state_dir,

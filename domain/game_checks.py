@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from domain.errors import ConfigError
 from domain.scoring import TieCodec, TieResolution
+from domain.teams import check_team_rules
 from domain.windows import DAY_MS, HOUR_MS, UTC_CALENDAR, WEEK_MS, Calendar, Window, WindowKind
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ def check_config(config: GameConfig, name: str) -> None:
             f"game {name!r}: dense_ranks needs an unsharded game (shards = 1, got "
             f"{config.shards}): distinct scores cannot be counted exactly across shards"
         )
+    check_team_rules(name, config.teams, config.shards, config.ascending)
 
 
 def _check_range(config: GameConfig, game: str, what: str, window: Window) -> None:

@@ -19,6 +19,7 @@ from domain.errors import ConfigError, EncodingError
 from domain.game_checks import SEASON_NAME
 from domain.games import GameConfig, Operator, Order, Season, Tournament, utc_ms
 from domain.scoring import TieResolution
+from domain.teams import TeamAggregate
 from domain.windows import (
     LISTED_KINDS,
     Calendar,
@@ -109,6 +110,7 @@ _KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "monthly_retention_seconds": ("monthly_retention_s", _positive_int),
     "metadata_max_bytes": ("metadata_max_bytes", _non_negative_int),
     "dense_ranks": ("dense_ranks", _bool),
+    "teams": ("teams", _enum_parser(TeamAggregate)),
 }
 #: Keys parsed after the others because they depend on each other or on the zone.
 _CALENDAR_KEYS = ("reset_timezone", "week_start", "seasons", "tournaments")

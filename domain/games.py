@@ -23,6 +23,7 @@ from types import MappingProxyType
 from domain.errors import ConfigError, QueryError
 from domain.game_checks import check_config
 from domain.scoring import TieCodec, TieResolution
+from domain.teams import TeamAggregate
 from domain.windows import (
     CONTAINED_IN,
     LISTED_KINDS,
@@ -166,6 +167,8 @@ class GameConfig:
     looking for entries' metadata, which saves a read per answer."""
     dense_ranks: bool = False
     """Keep distinct-score counts with every board, so reads can give dense ranks."""
+    teams: TeamAggregate | None = None
+    """Team boards' aggregate of the members' scores (``None``: no team boards)."""
 
     @property
     def ascending(self) -> bool:
@@ -307,8 +310,17 @@ class GameCatalog:
             config.validate(game_id)
         if default is not None:
             default.validate("[default]")
+            if default.teams is not None:
+                raise ConfigError(
+                    '[default]: teams is set per game, in [games."<gameId>"]: membership '
+                    "records are applied to the games named there"
+                )
         self._games = dict(games)
         self._default = default
+
+    def team_games(self) -> dict[str, GameConfig]:
+        """The games with team boards (only named games can have them), by id."""
+        return {g: config for g, config in self._games.items() if config.teams is not None}
 
     @classmethod
     def builtin(cls) -> GameCatalog:

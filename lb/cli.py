@@ -41,6 +41,7 @@ COMMANDS: tuple[str, ...] = (
     "topk",
     "archive",
     "forget",
+    "teams",
 )
 
 #: Exit code of every mistake (usage, settings, unreachable service).

@@ -5,8 +5,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from domain.games import GameConfig
-from domain.planner.model import UNKNOWN, Change, EntryMetadata, Group, GroupWrite, WritePlan
+from domain.planner.model import (
+    UNKNOWN,
+    Change,
+    EntryMetadata,
+    Group,
+    GroupWrite,
+    TeamSync,
+    WritePlan,
+)
 from domain.scoring import TieCodec
+from domain.teams import TeamKeys
 
 if TYPE_CHECKING:
     from domain.planner.fold import Fold
@@ -42,11 +51,16 @@ def emit(fold: Fold, group: Group, write: GroupWrite, plan: WritePlan, changes: 
         cache_updates[(tag, player)] = (
             {w: v for w, v in mine.items() if v != UNKNOWN} if retracted else mine
         )
-    if changes:
-        # The game of a record that names one (an erasure names none, and
-        # removes values as unknown, which need no decoding).
-        game = next((rec.game for rec in group.records if rec.windows), group.records[0].game)
-        write.changes = group_changes(game, initial, working)
+    # The game of a record that names one (an erasure names none, and
+    # removes values as unknown, which need no decoding).
+    named = next((rec for rec in group.records if rec.windows), group.records[0])
+    game = named.game
+    if changes or game.teams is not None:
+        found = group_changes(game, initial, working)
+        if changes:
+            write.changes = found
+        if game.teams is not None and found:
+            write.teams = team_sync(keys.namespace, named.event.game_id, game, found)
     if fold.setters:
         emit_metadata(fold, write)
 
@@ -87,6 +101,13 @@ def emit_metadata(fold: Fold, write: GroupWrite) -> None:
         write.changes = [
             c._replace(meta=annotated.get((c.window_id, c.player_id))) for c in write.changes
         ]
+
+
+def team_sync(namespace: str, game_id: str, game: GameConfig, found: list[Change]) -> TeamSync:
+    """The team share of a write of a team game: its changes and their boards' slots."""
+    assert game.teams is not None
+    slots = {w: game.codec(game.window(w)).slots for w in {c.window_id for c in found}}
+    return TeamSync(TeamKeys(namespace, game_id), game.teams, found, slots)
 
 
 def group_changes(

@@ -18,6 +18,7 @@ from domain.operators import apply_composite
 from domain.outcomes import COUNTERS as COUNTERS
 from domain.planner.dedupe import Token
 from domain.records import Accepted
+from domain.teams import TeamAggregate, TeamKeys
 
 #: Counter names kept in ``meta:stats`` (written in the same transaction as the boards):
 #: every :class:`domain.outcomes.Outcome` as a plain string; the first three partition
@@ -120,6 +121,21 @@ class EntryMetadata:
 
 
 @dataclass
+class TeamSync:
+    """A team game's share of a group write: the members whose board value it changes.
+
+    The script looks up each player's team and makes the team's members set
+    and board agree with the new value (``sinks/teams/team_lib.lua``).
+    """
+
+    keys: TeamKeys
+    aggregate: TeamAggregate
+    changes: list[Change]
+    #: Window id -> its board's tie-break slots (decodes a composite in Lua).
+    slots: dict[str, int]
+
+
+@dataclass
 class GroupWrite:
     """One board group's share of a batch: applied atomically (one MULTI/EXEC)."""
 
@@ -152,6 +168,8 @@ class GroupWrite:
     #: Hash fields deleted (``HDEL key field...``), after every other section: an
     #: erased player's tournament attempts (``domain.erasure``).
     hdel: dict[str, list[str]] = field(default_factory=dict)
+    #: Team boards to keep in step (games with ``teams`` only), in the same atomic write.
+    teams: TeamSync | None = None
 
 
 @dataclass

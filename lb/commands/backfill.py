@@ -39,6 +39,7 @@ from domain.errors import ConfigError, QueryError
 from domain.windows import window_from_id
 from jobs.backfill import Backfill, make_plan, plan_notes
 from jobs.replay_workers import replay_tools
+from sinks.teams.store import resync_teams
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -104,6 +105,11 @@ def run_backfill(
     signal.signal(signal.SIGTERM, _interrupt)  # drops the staging keys like Ctrl-C
     tune_for_streaming()
     report = job.run()
+    # Boards moved in wholesale: the team boards follow them (sinks.teams.store).
+    assert client is not None
+    recomputed = resync_teams(client, settings.namespace, catalog.team_games())
+    if recomputed and not quiet:
+        print(f"lb {kind}: team boards recomputed on {recomputed} window(s)", file=sys.stderr)
     print(json.dumps({"namespace": settings.namespace, **report.as_dict()}))
     if report.relaxed and not quiet:
         print(

@@ -25,7 +25,7 @@ import sys
 import time
 
 from adapters.kafka import records_in_topic
-from config.clients import redis_client
+from config.clients import game_catalog, redis_client
 from config.settings import Settings
 from domain.backfill_plan import staging_namespace as _staging
 from domain.backoff import Backoff
@@ -36,6 +36,7 @@ from jobs.profile_replay import rebuild_profiles, topic_exists, validator_of
 from lb.commands.backfill import add_common_flags, run_backfill
 from lb.commands.run import add_scaling_flags, launch
 from lb.progress_bar import Bar
+from sinks.teams.store import resync_teams
 from telemetry import derive, scrape, server
 
 FLOW_ID = "rebuild"
@@ -95,6 +96,7 @@ def _offline(args: argparse.Namespace) -> int:
     if code != 0:
         return code
     swapped = swap_namespace(client, staging, settings.namespace)
+    resync_teams(client, settings.namespace, game_catalog(settings).team_games())
     print(
         json.dumps(
             {

@@ -27,6 +27,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from types import FrameType
+from typing import Any
 
 from adapters.kafka import LogReader
 from config.clients import game_catalog, quiet_kafka_config, redis_client
@@ -37,6 +38,7 @@ from domain.signing import parse_keyring
 from domain.validation import Validator
 from jobs.dead_letter_reader import Letter, read_letters
 from jobs.profile_replay import ProfileAudit, audit_profiles, topic_exists, validator_of
+from jobs.team_verify import verify_teams
 from jobs.verifier import Verifier
 from jobs.verify_report import Difference, VerifyReport
 from readers.games import what_exists_instead
@@ -159,16 +161,21 @@ def _verify(args: argparse.Namespace) -> int:
     report = verifier.run()
     _none_compared(settings, catalog, report, args.game or [])
     profiles = None if args.game else _audit_profiles(settings)
+    teams = _team_report(settings, catalog, args.game or [])
     if args.json:
         doc = report.as_dict(args.examples)
         if profiles is not None:
             doc["profiles"] = profiles.as_dict(args.examples)
+        if teams:
+            doc["teams"] = teams
         print(json.dumps(doc))
     else:
         _print_text(report, args.examples, catalog)
         if profiles is not None:
             _print_profiles(profiles, args.examples)
-    return 0 if report.equal and (profiles is None or profiles.equal) else 1
+        _print_teams(teams, args.examples)
+    profiles_equal = profiles is None or profiles.equal
+    return 0 if report.equal and profiles_equal and (not teams or teams["equal"]) else 1
 
 
 def _audit_profiles(settings: Settings) -> ProfileAudit | None:
@@ -193,6 +200,28 @@ def _print_profiles(audit: ProfileAudit, examples: int) -> None:
     )
     for player, live, log in audit.differences[:examples]:
         print(f"  profile {player}: live {live}, log {log}")
+
+
+def _print_teams(teams: dict[str, Any], examples: int) -> None:
+    for game, differences in teams.get("games", {}).items():
+        print(
+            f"team boards of {game}: "
+            + (f"{len(differences)} difference(s)" if differences else "equal")
+        )
+        for line in differences[:examples]:
+            print(f"  {line}")
+
+
+def _team_report(settings: Settings, catalog: GameCatalog, games: list[str]) -> dict[str, Any]:
+    """The team boards recomputed from the boards and the membership (jobs.team_verify)."""
+    named = [g for g in catalog.team_games() if not games or g in games]
+    reports = [
+        verify_teams(redis_client(settings), catalog, settings.namespace, game) for game in named
+    ]
+    if not reports:
+        return {}
+    merged = {game: lines for one in reports for game, lines in one["games"].items()}
+    return {"equal": all(one["equal"] for one in reports), "games": merged}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -194,6 +194,16 @@ for _ = 1, tonumber(take()) do            -- hdel: key index, n, field* (erasure
   local k = KEYS[tonumber(take())]; local n = tonumber(take())
   chunked('HDEL', k, i, n, 1); i = i + n
 end
+if tonumber(take()) > 0 then             -- teams: 1, of, slots, agg, prefix, n, (w s)*, m, (w p v)*
+  local of = KEYS[tonumber(take())]; local slots = KEYS[tonumber(take())]
+  local agg = take(); local prefix = take()
+  for _ = 1, tonumber(take()) do redis.call('HSET', slots, take(), take()) end
+  for _ = 1, tonumber(take()) do
+    local w = take(); local p = take(); local v = take()
+    local team = redis.call('HGET', of, p)
+    if team then team_put(prefix, agg, w, team, p, v ~= '' and tonumber(v)) end
+  end
+end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 local t1 = redis.call('TIME')
 return {1, (t1[1] - t0[1]) * 1000000 + (t1[2] - t0[2])}

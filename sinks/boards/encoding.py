@@ -111,6 +111,7 @@ def encode(
     args.append(len(write.hdel))
     for key, names in write.hdel.items():
         args += [key_index(key), len(names), *names]
+    args += team_args(write, key_index)
     distinct_args(write.distinct, key_index, args)
     return fenced(keys, args, write, epoch)
 
@@ -167,6 +168,22 @@ def distinct_args(
             args += [floor, came, gone]
         args += [len(move.unknown), *move.unknown]
     args.append(start)
+
+
+def team_args(write: GroupWrite, key_index: Callable[[str], int]) -> list[Any]:
+    """The script's team section: 0, or the members whose value changed (``team_lib.lua``)."""
+    sync = write.teams
+    if sync is None:
+        return [0]
+    keys = sync.keys
+    args: list[Any] = [1, key_index(keys.membership), key_index(keys.slots)]
+    args += [sync.aggregate.value, keys.prefix, len(sync.slots)]
+    for window_id, slots in sync.slots.items():
+        args += [window_id, slots]
+    args.append(len(sync.changes))
+    for change in sync.changes:
+        args += [change.window_id, change.player_id, _text(change.new)]
+    return args
 
 
 def fenced(

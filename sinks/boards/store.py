@@ -65,7 +65,10 @@ PERMANENT: tuple[type[BaseException], ...] = (
 NO_RETRY = Backoff(budget_s=0)
 
 #: The group write (``apply_group.lua``; arguments: :func:`sinks.boards.encoding.encode`).
-APPLY_GROUP = Script((Path(__file__).with_name("apply_group.lua")).read_text())
+APPLY_GROUP = Script(
+    (Path(__file__).parent.parent / "teams" / "team_lib.lua").read_text()
+    + (Path(__file__).with_name("apply_group.lua")).read_text()
+)
 
 
 class RedisBoardStore:

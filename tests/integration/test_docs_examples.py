@@ -5,8 +5,8 @@ then docs/CLI.md: its ``lb produce`` and ``lb run --until-end`` make the data th
 later read examples read) from a scratch directory that looks like a checkout: ``.venv``
 links to this one and ``.lb/services.json`` names the running services, so
 relative paths in the examples (``.venv/bin/lb``, ``.lb/archive/...``) hold. The
-only changes made to an example: its own topic and key namespace (``LB_TOPIC``,
-``LB_NAMESPACE``), deleted afterwards, and port 8080 replaced by a free port.
+only changes made to an example: its own topics and key namespace (``LB_TOPIC``,
+``LB_TEAMS_TOPIC``, ``LB_NAMESPACE``), deleted afterwards, and port 8080 replaced by a free port.
 The scratch checkout is a git repository with the project's ``.gitignore``:
 after every example has run, ``git status`` must be what it was before, so no
 example leaves a file behind in a person's checkout.
@@ -288,6 +288,7 @@ def scratch(services: dict[str, Any], tmp_path: Path) -> Iterator[tuple[Path, di
         LB_REDIS_URL=base.redis_url.reveal(),
         LB_CACHE_DIR=str(base.cache_dir),
         LB_TOPIC=f"docs-{uid}",
+        LB_TEAMS_TOPIC=f"docs-{uid}-teams",
         LB_NAMESPACE=f"docs{uid}",
         LB_PROGRESS_S="5",
     )
@@ -295,10 +296,11 @@ def scratch(services: dict[str, Any], tmp_path: Path) -> Iterator[tuple[Path, di
     admin = AdminClient({"bootstrap.servers": base.kafka_bootstrap})
     # lb run makes the dead-letter and profiles topics beside each topic; API.md's
     # dense-rank example has a topic and namespace of its own ("-podium").
-    topics = [env["LB_TOPIC"], f"{env['LB_TOPIC']}-podium"]
-    for future in admin.delete_topics(
-        [name + end for name in topics for end in ("", ".dlq", ".profiles", ".profiles.dlq")]
-    ).values():
+    teams = env["LB_TEAMS_TOPIC"]
+    scored = [env["LB_TOPIC"], f"{env['LB_TOPIC']}-podium"]
+    topics = [name + end for name in scored for end in ("", ".dlq", ".profiles", ".profiles.dlq")]
+    topics += [teams, f"{teams}.dlq"]
+    for future in admin.delete_topics(topics).values():
         with contextlib.suppress(Exception):
             future.result(timeout=30)
     import redis

@@ -1,0 +1,36 @@
+-- Team boards (domain/teams.py): shared by the group write and the membership write.
+-- team_put makes one (window, team, player) agree with the player's current
+-- score (false: not on that window, or not in that team): the members set,
+-- the team's sum and its place on the team board. State in, state out: applying
+-- it twice, or after any other call, leaves the same keys.
+-- A team key lives as long as its window's board: same expiry, and gone with it
+-- (a late write's EXPIREAT in the past deletes the board at once).
+local function team_expire(prefix, window, key)
+  local at = redis.call('EXPIRETIME', prefix .. window)
+  if at > 0 then redis.call('EXPIREAT', key, at)
+  elseif at == -2 then redis.call('DEL', key) end
+end
+local function team_put(prefix, agg, window, team, player, score)
+  local mkey = prefix .. 'team:' .. window .. ':' .. team
+  local old = redis.call('ZSCORE', mkey, player)
+  if not score and not old then return end
+  local sums = prefix .. 'teams:sum:' .. window
+  local board = prefix .. 'teams:' .. window
+  if score then redis.call('ZADD', mkey, score, player) else redis.call('ZREM', mkey, player) end
+  local sum = redis.call('HINCRBY', sums, team, (score or 0) - tonumber(old or '0'))
+  local n = redis.call('ZCARD', mkey)
+  if n == 0 then
+    redis.call('HDEL', sums, team); redis.call('ZREM', board, team); return
+  end
+  local value = sum
+  if agg == 'avg' then value = sum / n
+  elseif agg == 'best' then value = redis.call('ZREVRANGE', mkey, 0, 0, 'WITHSCORES')[2] end
+  redis.call('ZADD', board, value, team)
+  team_expire(prefix, window, mkey); team_expire(prefix, window, sums)
+  team_expire(prefix, window, board)
+end
+-- A board value (composite, desc order) -> the member's score (docs/DESIGN.md, Boards).
+local function team_score(composite, slots)
+  local c = tonumber(composite)
+  return (c - math.fmod(c, slots)) / slots
+end
