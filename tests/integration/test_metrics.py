@@ -104,17 +104,21 @@ def test_every_metric_of_a_running_job_agrees_with_the_stream(
             samples, _ = _scrape(entries)
             lag = samples.get("lb_consumer_lag_records", {})
             done = derive.total(samples, "lb_records_total") == len(stream.records)
-            if done and len(lag) == 4 and all(v == 0 for v in lag.values()):
+            scored = [v for labels, v in lag.items() if dict(labels)["topic"] == topic]
+            if done and len(scored) == 4 and all(v == 0 for v in lag.values()):
                 return samples
             return None
 
         samples = until("lag 0 and every record counted", caught_up, log, proc)
         _, texts = _scrape(entries)
 
-        # Lag: every partition of the topic, each owned by one process, all at 0.
+        # Lag: every partition of the topic and of the profiles topic lb run made
+        # beside it, each owned by one process, all at 0.
         lag = samples["lb_consumer_lag_records"]
-        assert {dict(labels)["partition"] for labels in lag} == {"0", "1", "2", "3"}
-        assert {dict(labels)["topic"] for labels in lag} == {topic}
+        by_topic: dict[str, set[str]] = {}
+        for labels in lag:
+            by_topic.setdefault(dict(labels)["topic"], set()).add(dict(labels)["partition"])
+        assert by_topic == {name: {"0", "1", "2", "3"} for name in (topic, f"{topic}.profiles")}
         assert set(samples["lb_consumer_lag_seconds"].values()) == {0.0}
 
         # Conservation and agreement with meta:stats, game by game.
@@ -188,7 +192,8 @@ def test_every_metric_of_a_running_job_agrees_with_the_stream(
         jobs = sorted(doc["jobs"], key=lambda j: j["process"])
         assert {j["metrics"] for j in jobs} == {e["metrics"] for e in entries}
         assert all(j["up"] and j["ready"] and j["lag_total"] == 0 for j in jobs)
-        assert sum(len(j["lag"]) for j in jobs) == 4
+        lagged = {name for j in jobs for name in j["lag"]}
+        assert lagged == {f"{t}/{p}" for t in (topic, f"{topic}.profiles") for p in range(4)}
         assert all("records_per_s" in j["rates"] for j in jobs)
         assert sum(sum(j["records"].values()) for j in jobs) == len(stream.records)
     finally:
