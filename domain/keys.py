@@ -78,6 +78,11 @@ def shard_tag(game_id: str, shard: int | None) -> str:
     return game_id if shard is None else f"{game_id}/{shard}"
 
 
+def game_of_tag(tag: str) -> str:
+    """The game id of a hash tag (a game's, or one shard's: ``game/shard``)."""
+    return tag.split("/", 1)[0]
+
+
 @dataclass(frozen=True, slots=True)
 class GroupKeys:
     """Every key of one board group (one hash tag) in one namespace.

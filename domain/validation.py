@@ -72,6 +72,11 @@ class Validator:
         self._decode_verify = decode_verify
         self._rules: dict[str, _GameRules] = {}
 
+    @property
+    def catalog(self) -> GameCatalog:
+        """The games it validates against (a planner's rules for erasure-only groups)."""
+        return self._catalog
+
     def check_batch(self, batch: RecordBatch) -> CheckedBatch:
         """Split one partition batch into accepted events and dead letters."""
         accepted: list[Accepted] = []

@@ -289,6 +289,7 @@ def build(
         partitions=partitions,
         max_updates=settings.write_max_updates,
         fence=fence,
+        games=config.catalog.lookup,
     )
     profiles = _profile_parts(
         settings, config, topics, dead_letters, target, until_end, stop, fence

@@ -226,6 +226,7 @@ class Backfill:
             partitions=plan.partition_counts,
             changes=False,
             fresh=True,
+            games=validator.catalog.lookup,
         )
         self._horizon_ms = dedupe_horizon_ms
         self._cache_players = cache_players
@@ -300,6 +301,7 @@ class Backfill:
                 self._cache_players,
                 partitions=self._plan.partition_counts,
                 changes=False,
+                games=self._validator.catalog.lookup,
             )
             # And the groups they wrote, which an erasure read from now on reaches.
             self._planner.assume(_watermarks(self._client, self._staging))

@@ -92,6 +92,7 @@ def replay_part(
             partitions=part.plan.partition_counts,
             changes=False,
             fresh=True,
+            games=validator.catalog.lookup,
         )
     store = RedisBoardStore(client, sort_members=True)
     plan = part.plan

@@ -114,7 +114,9 @@ class Verifier:
         self._progress = progress
         self.scratch = f"{namespace}~verify-{uuid.uuid4().hex[:8]}"
         self._store = RedisBoardStore(client, sort_members=True)
-        self._planner = BoardPlanner(self.scratch, dedupe_horizon_ms, cache_players)
+        self._planner = BoardPlanner(
+            self.scratch, dedupe_horizon_ms, cache_players, games=validator.catalog.lookup
+        )
         #: Per tag, per partition: the last offset the scratch side was replayed to.
         self._cut: dict[str, dict[int, int]] = {}
         self._default: dict[int, int] = {}

@@ -11,11 +11,12 @@ into the caches once it is on its way to Redis. The fold itself is
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from domain.erasure import ERASE_ALL_GAMES, is_erasure
 from domain.errors import ConfigError
 from domain.events import EventKind
-from domain.keys import GroupKeys, group_tag, tag_of, watermark_field
+from domain.keys import GroupKeys, game_of_tag, group_tag, tag_of, watermark_field
 from domain.operators import apply_composite, apply_composite_asc
 from domain.planner.cache import GenerationalCache
 from domain.planner.changes import emit
@@ -35,6 +36,9 @@ from domain.planner.tournaments import Tournaments
 from domain.records import Accepted, CheckedBatch
 from domain.windows import Window, WindowKind
 
+if TYPE_CHECKING:
+    from domain.games import GameConfig
+
 
 class BoardPlanner:
     """Plans batches for the partitions one worker owns; holds the write-through caches."""
@@ -51,6 +55,7 @@ class BoardPlanner:
         max_updates: int = MAX_UPDATES,
         dedupe_rate: int = PLANNED_RATE,
         dedupe_layout: SeenLayout | None = None,
+        games: Callable[[str], GameConfig | None] | None = None,
     ) -> None:
         """A planner for ``namespace``.
 
@@ -68,7 +73,9 @@ class BoardPlanner:
         ``dedupe_rate``: the events/s of one group the dedupe layout is sized
         for (:class:`~domain.planner.dedupe.SeenLayout`; 0: full event ids),
         or ``dedupe_layout`` the layout itself. Every writer of a namespace
-        must use the same layout and horizon.
+        must use the same layout and horizon. ``games`` is the catalog's lookup:
+        a group only an erasure reaches names no game, and its rules (dense-rank
+        counts) come from there; None: from the records alone.
         """
         self._namespace = namespace
         self._max_updates = max_updates
@@ -98,6 +105,7 @@ class BoardPlanner:
         self._registered: dict[str, set[str]] = {}
         self._boards: dict[tuple[str, str, str], Board] = {}
         self._keys: dict[str, GroupKeys] = {}
+        self._games = games
         #: Which groups an erasure record reaches, ``(tag, partition, offset)``; None:
         #: every group of its partition. A replay that covers only some groups, or
         #: each group up to its own offset (``lb verify``, backfills), narrows it.
@@ -275,7 +283,8 @@ class BoardPlanner:
         )
         writes: list[GroupWrite] = []
         registered: set[str] = set()
-        dense = group.records[0].game.dense_ranks
+        game = self._game(group)
+        dense = game.dense_ranks
         for piece in pieces(fresh, self._max_updates, len(state.registry)):
             if writes:
                 state.next_piece()
@@ -283,7 +292,7 @@ class BoardPlanner:
             fold(state, piece, write)
             emit(state, group, write, plan, self._changes)
             if dense:
-                write.distinct = distinct_writes(state, group, write)
+                write.distinct = distinct_writes(state, game, write)
             watermark = piece[-1].offset
             write.watermark = (field_name, watermark)
             registered.update(write.new_windows)
@@ -381,6 +390,19 @@ class BoardPlanner:
         if erasures:
             return self._erasure_groups(batch, groups)
         return list(groups.values())
+
+    def _game(self, group: Group) -> GameConfig:
+        """The rules of the group's game: a record's that names it, else the catalog's.
+
+        An erasure names no game (it carries neutral rules), so neither the
+        first record nor an erasure-only group can say whether the game keeps
+        dense-rank counts; a group's own events or the catalog can.
+        """
+        for rec in group.records:
+            if not is_erasure(rec):
+                return rec.game
+        found = None if self._games is None else self._games(game_of_tag(group.keys.tag))
+        return found if found is not None else group.records[0].game
 
     def _group_of(self, groups: dict[str, Group], tag: str) -> Group:
         group = groups.get(tag)

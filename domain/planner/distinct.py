@@ -16,15 +16,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from domain.planner.model import UNKNOWN, DistinctWrite, Group, GroupWrite
+from domain.planner.model import UNKNOWN, DistinctWrite, GroupWrite
 
 if TYPE_CHECKING:
+    from domain.games import GameConfig
     from domain.planner.fold import Fold
 
 
-def distinct_writes(fold: Fold, group: Group, write: GroupWrite) -> list[DistinctWrite]:
-    """The counts a piece moves, per board it changes (boards whose scores all stay: none)."""
-    game = group.records[0].game
+def distinct_writes(fold: Fold, game: GameConfig, write: GroupWrite) -> list[DistinctWrite]:
+    """The counts a piece moves, per board it changes (boards whose scores all stay: none).
+
+    ``game``: the group's rules (not its first record's: that may be an erasure).
+    """
     keys = fold.keys
     out: dict[str, DistinctWrite] = {}
     for player, mine in fold.working.items():

@@ -8,6 +8,7 @@ from typing import Any
 from bytewax.outputs import DynamicSink
 
 from domain.backoff import Backoff
+from domain.games import GameConfig
 from domain.planner import MAX_UPDATES, BoardPlanner
 from domain.records import CheckedBatch
 from domain.rewinds import Rewinds
@@ -32,6 +33,7 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
         partitions: Mapping[str, int] | None = None,
         max_updates: int = MAX_UPDATES,
         fence: Callable[[], int] | None = None,
+        games: Callable[[str], GameConfig | None] | None = None,
     ) -> None:
         """The sink factory; ``partitions`` are the source topics' partition counts.
 
@@ -51,6 +53,7 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
         self._rewinds = rewinds or Rewinds()
         self._heal_check_s = heal_check_s
         self._partitions = dict(partitions or {})
+        self._games = games
 
     def build(self, step_id: str, worker_index: int, worker_count: int) -> BoardPartition:
         """Connect (waiting under the retry budget if Redis is not up yet) and ping."""
@@ -61,6 +64,7 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
             self._capacity,
             partitions=self._partitions,
             max_updates=self._max_updates,
+            games=self._games,
         )
         store = RedisBoardStore(client, self._retry, self._stopping, fence=self._fence)
         hooks.board_sink_started(planner)
