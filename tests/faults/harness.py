@@ -253,7 +253,12 @@ def assert_exactly_once(
         f"extra {sorted(set(boards) - set(expected))[:10]} {context}"
     )
     for key in expected:
-        assert boards[key] == expected[key], f"{key} {context}"
+        got, want = boards[key], expected[key]
+        wrong = sorted(p for p in set(got) | set(want) if got.get(p) != want.get(p))
+        assert got == want, (
+            f"{key} {context}: {len(wrong)} players differ, e.g. "
+            f"{[(p, got.get(p), want.get(p)) for p in wrong[:5]]} (board, oracle)"
+        )
     assert len(letters) == len(set(letters)), f"a dead letter was written twice {context}"
     bad = {
         (r.partition, r.offset) for r in records if r.expected not in ("ok", "duplicate", "erased")
