@@ -74,11 +74,6 @@ def check_config(config: GameConfig, name: str) -> None:
     for season in config.seasons:
         _check_range(config, name, f"season {season.name!r}", season.window)
     _check_tournaments(config, name, set(names))
-    if config.dense_ranks and config.shards > 1:
-        raise ConfigError(
-            f"game {name!r}: dense_ranks needs an unsharded game (shards = 1, got "
-            f"{config.shards}): distinct scores cannot be counted exactly across shards"
-        )
     check_team_rules(name, config.teams, config.shards, config.ascending)
 
 

@@ -31,6 +31,12 @@ and its bookkeeping share one cluster slot and can change in one MULTI/EXEC:
                                     ``dense_ranks``; written with the board)
 ``<ns>:{<tag>}:meta:dense:s:<window>`` sorted set of the board's distinct score
                                     floors (dense ranks by ``ZCOUNT``)
+``<ns>:{<game>/<i>}:meta:dense:out`` hash ``<topic>/<partition>`` -> count changes of
+                                    shard ``i`` not yet confirmed in the game's
+                                    counts; ``<field>@`` -> offset of its last one
+``<ns>:{<game>}:meta:dense:n|s:<w>`` a sharded game's counts over all its shards
+``<ns>:{<game>}:meta:dense:wm``     hash ``<i>|<topic>/<partition>`` -> offset of the
+                                    last shard change applied to them (``!``: broken)
 ``<ns>:{<tag>}:changes``            stream of board changes, capped (live pushes)
 ``<ns>:{<game>}:friends:<player>``  set of playerIds the player follows
 ``<ns>:{<game>}:friendsboard:<p>``  short-lived cache of the friends board
@@ -140,6 +146,16 @@ class GroupKeys:
     def dense_scores(self, window_id: str) -> str:
         """The board's distinct score floors, member = score = the floor (dense ranks)."""
         return f"{self.prefix}meta:dense:s:{window_id}"
+
+    @property
+    def dense_outbox(self) -> str:
+        """A shard's distinct-count changes not yet confirmed in its game's counts."""
+        return f"{self.prefix}meta:dense:out"
+
+    @property
+    def dense_applied(self) -> str:
+        """Per shard and source partition: the last shard change a game's counts hold."""
+        return f"{self.prefix}meta:dense:wm"
 
     @property
     def changes(self) -> str:

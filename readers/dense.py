@@ -16,7 +16,7 @@ rebuild`` recounts it.
 
 from __future__ import annotations
 
-from adapters.redis import RedisClient
+from adapters.redis import RedisClient, text
 from domain.errors import QueryError
 from domain.ranking import Entry, dense_ranks
 from readers.board_reads import Board, execute
@@ -36,8 +36,12 @@ def check_dense(board: Board) -> None:
 
 
 def dense_keys(board: Board) -> tuple[str, str]:
-    """The counts hash and the distinct-floor set beside an unsharded board."""
-    prefix = board.keys[0].removesuffix(board.window.id)
+    """The counts hash and the distinct-floor set of a board (a sharded game's: game-wide)."""
+    head, _, tail = board.keys[0].partition("{")
+    tag = tail.split("}", 1)[0]
+    if board.sharded:
+        tag = tag.rpartition("/")[0]
+    prefix = f"{head}{{{tag}}}:"
     return f"{prefix}meta:dense:n:{board.window.id}", f"{prefix}meta:dense:s:{board.window.id}"
 
 
@@ -46,18 +50,54 @@ def distinct_ahead(client: RedisClient, board: Board, score: int) -> int:
     check_dense(board)
     counts, floors = dense_keys(board)
     better = (board.codec.stored(score) + 1) * board.codec.slots
+    if board.sharded:
+        return _sharded_ahead(client, board, counts, floors, better)
     pipe = client.pipeline(transaction=True)
     pipe.zcard(board.keys[0])
     pipe.hget(counts, "#")
     pipe.zcount(floors, better, "+inf")
     members, counted, ahead = execute(pipe)
     if int(counted or 0) != int(members):
-        raise DenseRanksUnavailable(
-            f"board {board.window.id!r} of game {board.game_id!r} has incomplete "
-            f"distinct-score counts ({int(counted or 0)} of {int(members)} members "
-            f"counted: it predates dense_ranks); run lb rebuild to recount it"
-        )
+        raise _incomplete(board, int(counted or 0), int(members))
     return int(ahead)
+
+
+def _sharded_ahead(client: RedisClient, board: Board, counts: str, floors: str, better: int) -> int:
+    """The game-wide count of a sharded board: one pipelined round trip (per node).
+
+    Each shard's own counts must be complete (``#`` = its ``ZCARD``, read
+    together in its slot); the game-wide ones follow the shards' writes by one
+    round trip (``sinks.boards.dense_union``) and must not be marked broken.
+    """
+    shard_counts = [
+        key.removesuffix(board.window.id) + f"meta:dense:n:{board.window.id}" for key in board.keys
+    ]
+    applied = counts.removesuffix(f"n:{board.window.id}") + "wm"
+    pipe = client.pipeline(transaction=False)
+    for key, hash_key in zip(board.keys, shard_counts, strict=True):
+        pipe.zcard(key)
+        pipe.hget(hash_key, "#")
+    pipe.hget(applied, "!")
+    pipe.zcount(floors, better, "+inf")
+    replies = execute(pipe)
+    members = sum(int(n) for n in replies[0:-2:2])
+    counted = sum(int(n or 0) for n in replies[1:-2:2])
+    if counted != members:
+        raise _incomplete(board, counted, members)
+    if replies[-2] is not None:
+        raise DenseRanksUnavailable(
+            f"the game-wide distinct-score counts of game {board.game_id!r} do not follow "
+            f"its shards (Redis lost writes: {text(replies[-2])}); run lb rebuild to recount them"
+        )
+    return int(replies[-1])
+
+
+def _incomplete(board: Board, counted: int, members: int) -> DenseRanksUnavailable:
+    return DenseRanksUnavailable(
+        f"board {board.window.id!r} of game {board.game_id!r} has incomplete "
+        f"distinct-score counts ({counted} of {members} members "
+        f"counted: it predates dense_ranks); run lb rebuild to recount it"
+    )
 
 
 def share_dense(client: RedisClient, board: Board, lines: list[Entry]) -> None:

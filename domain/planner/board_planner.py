@@ -259,8 +259,12 @@ class BoardPlanner:
             watermark = reads.watermarks.get(keys.watermarks, -1)
         fresh = [rec for rec in group.records if rec.offset > watermark]
         if not fresh:
-            # Everything here was applied before a restart: nothing to do.
+            # Everything here was applied before a restart: nothing to write, but
+            # a sharded dense shard's queued count changes may not be followed yet.
             plan.watermark_updates[wm_key] = watermark
+            game = self._game(group)
+            if game.dense_ranks and game.shards > 1:
+                plan.dense_catch_up.append((keys.dense_outbox, field_name))
             return []
         # A RETRACT needs the complete registry (lookups() asked for it when it
         # was not cached); otherwise only this worker's own registrations matter.
@@ -293,6 +297,8 @@ class BoardPlanner:
             emit(state, group, write, plan, self._changes)
             if dense:
                 write.distinct = distinct_writes(state, game, write)
+                if game.shards > 1:
+                    write.dense_outbox = keys.dense_outbox
             watermark = piece[-1].offset
             write.watermark = (field_name, watermark)
             registered.update(write.new_windows)

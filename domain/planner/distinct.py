@@ -41,6 +41,7 @@ def distinct_writes(fold: Fold, game: GameConfig, write: GroupWrite) -> list[Dis
                 board = keys.board(window_id)
                 moves = out[window_id] = DistinctWrite(
                     board,
+                    window_id,
                     keys.dense_counts(window_id),
                     keys.dense_scores(window_id),
                     game.codec(game.window(window_id)).slots,

@@ -165,6 +165,9 @@ class GroupWrite:
     metadata: dict[str, EntryMetadata] = field(default_factory=dict)
     #: Distinct-score count changes of a ``dense_ranks`` game's boards (same atomic write).
     distinct: list[DistinctWrite] = field(default_factory=list)
+    #: A sharded ``dense_ranks`` game's shard: where the script queues the count
+    #: changes for the game-wide counts (``GroupKeys.dense_outbox``), else None.
+    dense_outbox: str | None = None
     #: Hash fields deleted (``HDEL key field...``), after every other section: an
     #: erased player's tournament attempts (``domain.erasure``).
     hdel: dict[str, list[str]] = field(default_factory=dict)
@@ -186,6 +189,10 @@ class WritePlan:
     attempt_updates: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
     #: Per (entries key, partition field): the seats taken after this plan.
     seat_updates: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: (shard outbox, partition field) of sharded dense groups whose records were
+    #: all applied before: their queued count changes are followed all the same
+    #: (a restart between a shard's write and the game-wide one; ``sinks.boards.dense_union``).
+    dense_catch_up: list[tuple[str, str]] = field(default_factory=list)
 
     def totals(self) -> dict[str, int]:
         """Counters summed over groups (for logs and metrics)."""
@@ -229,6 +236,7 @@ class DistinctWrite:
     """
 
     board: str
+    window_id: str
     counts: str
     scores: str
     slots: int

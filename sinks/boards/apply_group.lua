@@ -12,8 +12,18 @@ if epoch > 0 then
   if epoch < fence then return redis.error_reply('FENCED ' .. fence) end
   if epoch > fence then redis.call('SET', KEYS[#KEYS], epoch) end
 end
+-- A sharded dense game's shard queues its count changes in an outbox for the
+-- game-wide counts (sinks/boards/dense_union.lua); every answer carries what is
+-- queued for this partition, so a crash between the two writes is repaired by
+-- the replayed batch's answer (0: applied before).
+local dense = tonumber(ARGV[#ARGV - 1])
+local outbox = nil
+if dense > 0 and tonumber(ARGV[dense]) > 0 then outbox = KEYS[tonumber(ARGV[dense])] end
 local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '-1')
-if cur >= tonumber(ARGV[2]) then return {0, 0} end
+if cur >= tonumber(ARGV[2]) then
+  if outbox then return {0, 0, outbox, ARGV[1], redis.call('HGET', outbox, ARGV[1]) or ''} end
+  return {0, 0}
+end
 -- Not what the plan was based on: Redis lost writes (or another writer moved
 -- it). Write nothing and say what is stored: the job re-reads from there.
 if cur ~= tonumber(ARGV[3]) then return {-2 - cur, 0} end
@@ -38,10 +48,11 @@ local zspan, rspan = {}, {}               -- where each board's members are (ent
 local function each(cmd, key, list)
   for at = 1, #list, per do redis.call(cmd, key, unpack(list, at, math.min(at + per - 1, #list))) end
 end
-local dense = tonumber(ARGV[#ARGV - 1])
+local queued = {}                         -- per board: window, expiry, (floor, change)*
 if dense > 0 then
-  local j = dense + 1
-  for _ = 1, tonumber(ARGV[dense]) do  -- board, counts, scores, slots, expiry, floors, unknown
+  local j = dense + 2
+  for _ = 1, tonumber(ARGV[dense + 1]) do  -- window, board, counts, scores, slots, expiry, ...
+    local window = ARGV[j]; j = j + 1
     local b = KEYS[tonumber(ARGV[j])]; local h = KEYS[tonumber(ARGV[j + 1])]
     local z = KEYS[tonumber(ARGV[j + 2])]; local slots = tonumber(ARGV[j + 3])
     local exp = tonumber(ARGV[j + 4]); local n = tonumber(ARGV[j + 5]); j = j + 6
@@ -109,6 +120,24 @@ if dense > 0 then
     if total ~= 0 and redis.call('HINCRBY', h, '#', total) == 0 then redis.call('HDEL', h, '#') end
     if exp == 0 then exp = math.floor(redis.call('PEXPIRETIME', b) / 1000) end
     if exp > 0 then redis.call('EXPIREAT', h, exp); redis.call('EXPIREAT', z, exp) end
+    if outbox then
+      local line = {window, string.format('%d', math.max(exp, 0))}
+      for k, f in ipairs(floors) do
+        if delta[k] ~= 0 then line[#line + 1] = f; line[#line + 1] = delta[k] end
+      end
+      if #line > 2 then queued[#queued + 1] = table.concat(line, ' ') end
+    end
+  end
+end
+-- The outbox field of this partition: entries '=<offset> <previous entry's offset>'
+-- then one line per board (dense_union.lua applies them, TRIM_OUTBOX drops them).
+local pending = nil
+if outbox then
+  pending = redis.call('HGET', outbox, ARGV[1]) or ''
+  if #queued > 0 then
+    local last = redis.call('HGET', outbox, ARGV[1] .. '@') or '-1'
+    pending = pending .. '=' .. ARGV[2] .. ' ' .. last .. '\n' .. table.concat(queued, '\n') .. '\n'
+    redis.call('HSET', outbox, ARGV[1], pending, ARGV[1] .. '@', ARGV[2])
   end
 end
 for _ = 1, tonumber(take()) do            -- zadd: key index, n, (score member)*
@@ -206,4 +235,6 @@ if tonumber(take()) > 0 then             -- teams: 1, of, slots, agg, prefix, n,
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 local t1 = redis.call('TIME')
-return {1, (t1[1] - t0[1]) * 1000000 + (t1[2] - t0[2])}
+local spent = (t1[1] - t0[1]) * 1000000 + (t1[2] - t0[2])
+if outbox then return {1, spent, outbox, ARGV[1], pending} end
+return {1, spent}

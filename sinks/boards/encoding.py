@@ -15,7 +15,6 @@ from typing import Any
 from domain.keys import CHANGES_MAXLEN, entry_metadata_key
 from domain.lease import fence_key
 from domain.planner import Change, GroupWrite
-from domain.planner.model import DistinctWrite
 from telemetry import hooks
 
 #: Members per ZADD/ZREM/HSET/SADD call inside the script (Lua's ``unpack`` takes
@@ -40,7 +39,7 @@ def outcomes(replies: list[Any]) -> list[int]:
     outcomes: list[int] = []
     micros: list[int] = []
     for reply in raise_first_error(replies):
-        outcome, spent = reply
+        outcome, spent = reply[0], reply[1]
         outcomes.append(int(outcome))
         if outcome == 1:
             micros.append(int(spent))
@@ -112,7 +111,7 @@ def encode(
     for key, names in write.hdel.items():
         args += [key_index(key), len(names), *names]
     args += team_args(write, key_index)
-    distinct_args(write.distinct, key_index, args)
+    distinct_args(write, key_index, args)
     return fenced(keys, args, write, epoch)
 
 
@@ -139,24 +138,27 @@ def entry_metadata_args(write: GroupWrite, key_index: Callable[[str], int]) -> l
     return args
 
 
-def distinct_args(
-    moves: list[DistinctWrite], key_index: Callable[[str], int], args: list[Any]
-) -> None:
+def distinct_args(write: GroupWrite, key_index: Callable[[str], int], args: list[Any]) -> None:
     """The distinct-count section (dense ranks), then where it starts (0: none).
 
     The script reads it first, through that last number (``ARGV[#ARGV - 1]``,
     the epoch comes after it): an unknown old value must be read before the
-    member is removed. Per board: board, counts and scores key indexes, slots,
-    expiry (0: none), n, ``(floor, members reaching it, members leaving it)*``,
-    then the unknown members as n, member*.
+    member is removed. The section: the shard's outbox key index (0: an
+    unsharded game; ``sinks.boards.dense_union``), n, then per board: window
+    id, board, counts and scores key indexes, slots, expiry (0: none), n,
+    ``(floor, members reaching it, members leaving it)*``, then the unknown
+    members as n, member*.
     """
-    if not moves:
+    moves = write.distinct
+    outbox = write.dense_outbox
+    if not moves and outbox is None:
         args.append(0)
         return
     start = len(args) + 1
-    args.append(len(moves))
+    args += [0 if outbox is None else key_index(outbox), len(moves)]
     for move in moves:
         args += [
+            move.window_id,
             key_index(move.board),
             key_index(move.counts),
             key_index(move.scores),

@@ -33,8 +33,10 @@ from redis.exceptions import NoScriptError
 from adapters.redis import RedisClient, Script, as_cluster, node_of, text
 from domain.backoff import Backoff
 from domain.errors import Deposed, RetryBudgetExceeded, ServiceError, StopRequested
-from domain.planner import LookupResults, Lookups, WritePlan
-from sinks.boards.encoding import FENCED, encode, outcomes, raise_first_error
+from domain.planner import GroupWrite, LookupResults, Lookups, WritePlan
+from sinks.boards.dense_union import TRIM_OUTBOX, Queued, apply_all, union_call
+from sinks.boards.dense_union import queued as queued_changes
+from sinks.boards.encoding import FENCED, PER_COMMAND, encode, outcomes, raise_first_error
 from sinks.boards.reads import parse_reads, read_commands
 from sinks.retry import abandon, call_with_retry, give_up
 from sinks.wire import RawPipeline
@@ -105,6 +107,9 @@ class RedisBoardStore:
         self._inflight: list[tuple[list[str], list[Any]]] | None = None
         self._inflight_sent = False
         self._stale_slots = False
+        #: Shard outbox fields whose queued changes the writes sent must follow
+        #: although they wrote nothing there (``WritePlan.dense_catch_up``).
+        self._catch_up: list[tuple[str, str]] = []
 
     def _round_trip(self, what: str, call: Any) -> Any:
         try:
@@ -202,10 +207,12 @@ class RedisBoardStore:
         if self._inflight is not None:
             raise RuntimeError("writes are already in flight: exchange() or drain() them first")
         groups = [write for plan in plans for write in plan.groups]
+        self._catch_up = _catch_up(plans)
         if not groups:
+            self._follow({})
             return []
         epoch = self._epoch()
-        self._inflight = [encode(write, self._sort, epoch) for write in groups]
+        self._inflight = [self._encode(write, epoch) for write in groups]
         self._inflight_sent = False
         try:
             self._wire.send(self._wire.evals(APPLY_GROUP, self._inflight))
@@ -262,10 +269,13 @@ class RedisBoardStore:
                 replies = wire.run(queued)
                 answers, reads = replies[: len(inflight)], replies[len(inflight) :]
             written = outcomes(answers)
+            pending.update(queued_changes(answers))
             return raise_first_error(reads)
 
+        pending: Queued = {}
         answers = self._round_trip("Redis read", attempt)
         self._inflight = None
+        self._follow(pending)
         out, stored = parse_reads(many, len(progress), answers)
         return out, stored, written
 
@@ -280,49 +290,110 @@ class RedisBoardStore:
         already applied: the effect is there once, either way.
         """
         groups = [write for plan in plans for write in plan.groups]
-        if not groups:
-            return []
         if self._inflight is not None:
             raise RuntimeError("writes are in flight: exchange() or drain() them first")
+        self._catch_up = _catch_up(plans)
+        if not groups:
+            self._follow({})
+            return []
         epoch = self._epoch()
-        encoded = [encode(write, self._sort, epoch) for write in groups]
-        if self._cluster:
-            return list(
-                self._round_trip("Redis Cluster write", lambda: self._apply_cluster(encoded))
-            )
-
-        wire = self._wire
-        assert wire is not None
+        encoded = [self._encode(write, epoch) for write in groups]
+        pending: Queued = {}
 
         def attempt() -> list[int]:
-            return outcomes(wire.eval_many(APPLY_GROUP, encoded))
+            replies = self._run(APPLY_GROUP, encoded)
+            pending.update(queued_changes(replies))
+            return outcomes(replies)
 
-        return list(self._round_trip("Redis write", attempt))
+        written = list(self._round_trip("Redis write", attempt))
+        self._follow(pending)
+        return written
 
-    def _apply_cluster(self, encoded: Sequence[tuple[list[str], list[Any]]]) -> list[int]:
-        """One pipeline per master; a group's keys share a slot, so its master runs it.
+    def _encode(self, write: GroupWrite, epoch: int) -> tuple[list[str], list[Any]]:
+        return encode(write, self._sort, epoch)
+
+    def _run(self, script: Script, calls: Sequence[tuple[list[str], list[Any]]]) -> list[Any]:
+        """Every call of ``script``: one pipeline per master, or one round trip standalone."""
+        if self._cluster:
+            return self._run_cluster(script, calls)
+        wire = self._wire
+        assert wire is not None
+        return wire.eval_many(script, calls)
+
+    def _follow(self, pending: Queued) -> None:
+        """Apply shards' queued count changes to their games' counts (sharded dense games).
+
+        Runs before the writes' batches are acknowledged, so a crash before it
+        is repaired when the batch is read again (``sinks.boards.dense_union``).
+        """
+        catch_up, self._catch_up = [c for c in self._catch_up if c not in pending], []
+        if catch_up:
+            read = self._round_trip("Redis read (dense outbox)", lambda: self._hgets(catch_up))
+            pending = {**pending, **dict(zip(catch_up, read, strict=True))}
+        work = [(where, entries) for where, entries in pending.items() if entries]
+        if not work:
+            return
+        calls = [union_call(*where, entries, PER_COMMAND) for where, entries in work]
+        applied = self._round_trip(
+            "Redis write (dense counts)", lambda: apply_all(calls, self._run)
+        )
+        trims: list[tuple[list[str], list[Any]]] = []
+        for ((outbox, field), _), offset in zip(work, applied, strict=True):
+            if offset is None:
+                log.error(
+                    "the game-wide distinct-score counts of %s do not follow its shard's "
+                    "writes (Redis lost writes): dense reads of the game are refused "
+                    "until lb rebuild",
+                    outbox,
+                )
+            else:
+                trims.append(([outbox], [field, offset]))
+        if trims:
+            self._round_trip("Redis write (dense outbox)", lambda: self._run(TRIM_OUTBOX, trims))
+
+    def _hgets(self, fields: Sequence[tuple[str, str]]) -> list[str]:
+        """``HGET key field`` of each pair, in one round trip (one per master)."""
+        if self._wire is None:
+            self._refresh_slots()
+            pipe = self._client.pipeline(transaction=False)
+            for key, name in fields:
+                pipe.hget(key, name)
+            replies = list(pipe.execute())
+        else:
+            replies = raise_first_error(self._wire.run([("HGET", k, n) for k, n in fields]))
+        return ["" if reply is None else text(reply) for reply in replies]
+
+    def _run_cluster(
+        self, script: Script, encoded: Sequence[tuple[list[str], list[Any]]]
+    ) -> list[Any]:
+        """One pipeline per master; a call's keys share a slot, so its master runs it.
 
         redis-py's cluster pipeline refuses scripts, so groups are routed here.
         Re-sending a group after a topology change (MOVED, failover) is safe:
         the script's watermark guard makes a second application a no-op.
         """
         self._refresh_slots()
-        by_node: dict[str, tuple[Any, list[tuple[list[str], list[Any]]]]] = {}
+        by_node: dict[str, tuple[Any, list[tuple[int, list[str], list[Any]]]]] = {}
         cluster = as_cluster(self._client)
-        for keys, args in encoded:
+        for at, (keys, args) in enumerate(encoded):
             name, conn = node_of(cluster, keys[0])
             entry = by_node.get(name)
             if entry is None:
                 entry = by_node[name] = (conn, [])
-            entry[1].append((keys, args))
-        out: list[int] = []
+            entry[1].append((at, keys, args))
+        out: list[Any] = [None] * len(encoded)
         for conn, calls in by_node.values():
-            script = APPLY_GROUP.registered(conn)
+            registered = script.registered(conn)
             pipe = conn.pipeline(transaction=False)
-            for keys, args in calls:
-                script(keys=keys, args=args, client=pipe)
-            out += outcomes(pipe.execute(raise_on_error=False))
+            for _, keys, args in calls:
+                registered(keys=keys, args=args, client=pipe)
+            for (at, _, _), reply in zip(calls, pipe.execute(raise_on_error=False), strict=True):
+                out[at] = reply
         return out
+
+
+def _catch_up(plans: Sequence[WritePlan]) -> list[tuple[str, str]]:
+    return [where for plan in plans for where in plan.dense_catch_up]
 
 
 def connect(

@@ -14,6 +14,7 @@ Standalone and on the cluster of ``lb up --cluster``.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -62,10 +63,30 @@ order = "asc"
 max_score = 9
 windows = ["alltime", "daily"]
 dense_ranks = true
+[games."sb"]
+max_score = 9
+windows = ["alltime", "daily"]
+dense_ranks = true
+shards = 3
+[games."si"]
+operator = "incr"
+max_score = 12
+windows = ["alltime", "daily"]
+dense_ranks = true
+shards = 4
+[games."sa"]
+order = "asc"
+operator = "set"
+max_score = 9
+windows = ["alltime", "daily"]
+dense_ranks = true
+shards = 2
 [games."plain"]
 max_score = 9
 windows = ["alltime"]
 """
+#: Games split over shards: their counts over all shards follow in a second write.
+SHARDED = ("sb", "si", "sa")
 T0 = int(datetime(TODAY.year, TODAY.month, TODAY.day, 20, tzinfo=UTC).timestamp() * 1000)
 NOW_MS = T0 + 3_600_000
 PLAYERS = [f"p{i}" for i in range(8)]
@@ -80,6 +101,18 @@ def client(request: pytest.FixtureRequest, namespace: str) -> Iterator[Any]:
 @pytest.fixture
 def catalog() -> GameCatalog:
     return GameCatalog.from_toml(GAMES)
+
+
+class Crash(Exception):
+    """The job dies between a shard's write and the game-wide counts' write."""
+
+
+class CrashingStore(RedisBoardStore):
+    """A store whose process dies right after the shard writes were answered."""
+
+    def _follow(self, pending: Any) -> None:
+        if any(pending.values()):
+            raise Crash
 
 
 class Writer:
@@ -103,7 +136,9 @@ class Writer:
             self.ns, 300_000, cache_capacity=2, partitions={TOPIC: 2}, max_updates=self.pieces
         )
 
-    def batch(self, game: str, steps: list[tuple[bool, int, int, int]], twice: bool) -> None:
+    def batch(
+        self, game: str, steps: list[tuple[bool, int, int, int]], twice: bool, crash: bool = False
+    ) -> None:
         config = self.catalog.lookup(game)
         assert config is not None
         by_partition: dict[int, list[Accepted]] = {0: [], 1: []}
@@ -121,7 +156,22 @@ class Writer:
             if recs:
                 batch = CheckedBatch(TOPIC, partition, tuple(recs), (), recs[-1].offset)
                 self.history.append(batch)
-                self._apply(batch, twice)
+                if crash:
+                    self._crash(batch)
+                else:
+                    self._apply(batch, twice)
+
+    def _crash(self, batch: CheckedBatch) -> None:
+        """Die after the shard writes; the restarted job reads the batch again (unacknowledged)."""
+        need = self.planner.lookups(batch)
+        plan = self.planner.plan(batch, self.store.read(need), need)
+        with contextlib.suppress(Crash):
+            assert CrashingStore(self.client).apply(plan) == [1] * len(plan.groups)
+        self.restart()
+        need = self.planner.lookups(batch)
+        plan = self.planner.plan(batch, self.store.read(need), need)
+        assert self.store.apply(plan) == [0] * len(plan.groups)  # Redis had it
+        self.planner.commit(plan)
 
     def _apply(self, batch: CheckedBatch, twice: bool) -> None:
         need = self.planner.lookups(batch)
@@ -157,24 +207,56 @@ def _floor(composite: int, slots: int) -> int:
     return composite - composite % slots
 
 
-def check_board(client: Any, reader: BoardReader, ns: str, game: str, window: str) -> int:
-    """The counts of one board against the board itself, and every dense rank read."""
-    config = reader.game(game)
-    slots = config.codec(config.window(window)).slots
-    keys = GroupKeys(ns, game)
-    board = {text(m): int(c) for m, c in client.zrange(keys.board(window), 0, -1, withscores=True)}
+def _check_counts(
+    client: Any,
+    keys: GroupKeys,
+    board_key: str | None,
+    window: str,
+    board: dict[str, int],
+    slots: int,
+) -> None:
+    """The counts hash and floor set under ``keys`` hold exactly ``board``'s scores."""
     floors = Counter(_floor(c, slots) for c in board.values())
     expected = {str(f): str(n) for f, n in floors.items()}
     if board:
         expected["#"] = str(len(board))
     counts = {text(k): text(v) for k, v in client.hgetall(keys.dense_counts(window)).items()}
-    assert counts == expected, (game, window)
+    assert counts == expected, (keys.tag, window)
     distinct = [int(text(m)) for m in client.zrange(keys.dense_scores(window), 0, -1)]
-    assert distinct == sorted(floors), (game, window)
-    if board:  # both expire with the board
-        ttl = client.pexpiretime(keys.board(window))
+    assert distinct == sorted(floors), (keys.tag, window)
+    if board and board_key is not None:  # both expire with the board
+        ttl = client.pexpiretime(board_key)
         assert client.pexpiretime(keys.dense_counts(window)) == ttl
         assert client.pexpiretime(keys.dense_scores(window)) == ttl
+
+
+def check_board(client: Any, reader: BoardReader, ns: str, game: str, window: str) -> int:
+    """The counts of one board against the board itself, and every dense rank read.
+
+    A sharded game's: each shard's counts against the shard, and the game-wide
+    counts against all the shards' members together.
+    """
+    config = reader.game(game)
+    slots = config.codec(config.window(window)).slots
+    tags = [game] if config.shards == 1 else [f"{game}/{i}" for i in range(config.shards)]
+    board: dict[str, int] = {}
+    for tag in tags:
+        keys = GroupKeys(ns, tag)
+        mine = {
+            text(m): int(c) for m, c in client.zrange(keys.board(window), 0, -1, withscores=True)
+        }
+        _check_counts(client, keys, keys.board(window), window, mine, slots)
+        board.update(mine)
+        if config.shards > 1:  # every queued change was applied and dropped
+            queued = client.hgetall(keys.dense_outbox)
+            assert not [f for f in queued if not text(f).endswith("@")], queued
+    if config.shards > 1:
+        keys = GroupKeys(ns, game)
+        expiring = next(
+            (k for k in (GroupKeys(ns, t).board(window) for t in tags) if client.exists(k)), None
+        )
+        _check_counts(client, keys, expiring, window, board, slots)
+    floors = Counter(_floor(c, slots) for c in board.values())
 
     def oracle(player: str) -> int:
         mine = _floor(board[player], slots)
@@ -199,12 +281,12 @@ def check_board(client: Any, reader: BoardReader, ns: str, game: str, window: st
 
 
 @settings(
-    max_examples=25,
+    max_examples=40,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
-    game=st.sampled_from(["db", "di", "ds", "da"]),
+    game=st.sampled_from(["db", "di", "ds", "da", "sb", "si", "sa"]),
     batches=st.lists(
         st.tuples(
             st.lists(
@@ -217,7 +299,7 @@ def check_board(client: Any, reader: BoardReader, ns: str, game: str, window: st
                 min_size=1,
                 max_size=6,
             ),
-            st.sampled_from(["", "", "twice", "restart", "snapshot", "lose writes"]),
+            st.sampled_from(["", "", "twice", "restart", "snapshot", "lose writes", "crash"]),
         ),
         min_size=1,
         max_size=12,
@@ -242,9 +324,11 @@ def test_counts_and_dense_ranks_equal_the_oracle_under_ties_retracts_and_replays
                 writer.snapshot()
             elif how == "lose writes":
                 writer.roll_back()
-            writer.batch(game, steps, twice=how == "twice")
+            writer.batch(game, steps, twice=how == "twice", crash=how == "crash")
         reader = BoardReader(client, catalog, ns)
-        windows = {text(w) for w in client.smembers(GroupKeys(ns, game).boards)}
+        shards = catalog.lookup(game).shards  # type: ignore[union-attr]
+        tags = [game] if shards == 1 else [f"{game}/{i}" for i in range(shards)]
+        windows = {text(w) for tag in tags for w in client.smembers(GroupKeys(ns, tag).boards)}
         for window in sorted(windows):
             check_board(client, reader, ns, game, window)
         if game == "db":

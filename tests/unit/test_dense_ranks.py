@@ -49,6 +49,11 @@ def test_the_three_modes_are_accepted_and_others_named() -> None:
         rank_mode("sparse")
 
 
+def test_a_sharded_game_may_keep_dense_ranks() -> None:
+    game = GameCatalog.from_toml('[games."a"]\ndense_ranks = true\nshards = 4\n').lookup("a")
+    assert game is not None and game.dense_ranks and game.shards == 4
+
+
 def test_dense_ranks_is_a_game_setting_off_by_default() -> None:
     catalog = GameCatalog.from_toml('[games."a"]\ndense_ranks = true\n[games."b"]\n')
     a, b = catalog.lookup("a"), catalog.lookup("b")
@@ -60,7 +65,6 @@ def test_dense_ranks_is_a_game_setting_off_by_default() -> None:
     ("table", "message"),
     [
         ('dense_ranks = "yes"', "expected true or false"),
-        ("dense_ranks = true\nshards = 4", "dense_ranks needs an unsharded game"),
     ],
 )
 def test_a_wrong_dense_ranks_setting_is_refused_at_start(table: str, message: str) -> None:

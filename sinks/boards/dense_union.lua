@@ -1,0 +1,65 @@
+-- A sharded dense game's counts over all its shards: one shard partition's queued
+-- count changes (apply_group.lua's outbox), applied once and in order.
+-- KEYS[1] the game's meta:dense:wm, KEYS[2..] the game's counts and floor sets.
+-- ARGV: name ('<shard>|<topic>/<partition>'), members per command, n entries; per
+-- entry: offset, previous entry's offset, n boards; per board: counts and scores
+-- key indexes, expiry (0: none), n, (floor, change)*.
+-- Answers {1, offset applied up to} or {-1, offset} when the changes do not follow
+-- what is applied (Redis lost writes of one side): '!' then says so, for good.
+local name = ARGV[1]; local per = tonumber(ARGV[2])
+local wm = tonumber(redis.call('HGET', KEYS[1], name) or '-1')
+if redis.call('HEXISTS', KEYS[1], '!') == 1 then return {-1, wm} end
+local i = 4
+local function each(cmd, key, list)
+  for at = 1, #list, per do redis.call(cmd, key, unpack(list, at, math.min(at + per - 1, #list))) end
+end
+for _ = 1, tonumber(ARGV[3]) do
+  local offset = tonumber(ARGV[i]); local prev = tonumber(ARGV[i + 1])
+  local nb = tonumber(ARGV[i + 2]); i = i + 3
+  local apply = offset > wm
+  if apply and prev ~= wm then
+    redis.call('HSET', KEYS[1], '!', name .. ' holds ' .. wm .. ', next change follows ' .. prev)
+    return {-1, wm}
+  end
+  for _ = 1, nb do
+    local h = KEYS[tonumber(ARGV[i])]; local z = KEYS[tonumber(ARGV[i + 1])]
+    local exp = tonumber(ARGV[i + 2]); local n = tonumber(ARGV[i + 3]); i = i + 4
+    if apply then
+      local floors, delta, total = {}, {}, 0
+      for k = 1, n do
+        floors[k] = ARGV[i + 2 * k - 2]; delta[k] = tonumber(ARGV[i + 2 * k - 1])
+        total = total + delta[k]
+      end
+      local had = {}
+      for at = 1, n, per do
+        local part = redis.call('HMGET', h, unpack(floors, at, math.min(at + per - 1, n)))
+        for _, c in ipairs(part) do had[#had + 1] = tonumber(c) or 0 end
+      end
+      local set, del, enter, leave = {}, {}, {}, {}
+      for k, f in ipairs(floors) do
+        local now = had[k] + delta[k]
+        if now > 0 then
+          set[#set + 1] = f; set[#set + 1] = now
+          if had[k] <= 0 then enter[#enter + 1] = f; enter[#enter + 1] = f end
+        else
+          del[#del + 1] = f
+          if had[k] > 0 then leave[#leave + 1] = f end
+        end
+      end
+      if #set > 0 then
+        for at = 1, #set, 2 * per do redis.call('HSET', h, unpack(set, at, math.min(at + 2 * per - 1, #set))) end
+      end
+      if #del > 0 then each('HDEL', h, del) end
+      if #enter > 0 then
+        for at = 1, #enter, 2 * per do redis.call('ZADD', z, unpack(enter, at, math.min(at + 2 * per - 1, #enter))) end
+      end
+      if #leave > 0 then each('ZREM', z, leave) end
+      if total ~= 0 and redis.call('HINCRBY', h, '#', total) == 0 then redis.call('HDEL', h, '#') end
+      if exp > 0 then redis.call('EXPIREAT', h, exp); redis.call('EXPIREAT', z, exp) end
+    end
+    i = i + 2 * n
+  end
+  if apply then wm = offset end
+end
+redis.call('HSET', KEYS[1], name, wm)
+return {1, wm}
