@@ -45,6 +45,7 @@ from domain.keys import GroupKeys, group_tag
 from domain.planner import BoardPlanner
 from domain.records import Accepted, RecordBatch
 from domain.validation import Validator
+from jobs import dense_counts
 from jobs.cutover import FOREIGN, FillResult, Replaced, fill_group, replace_group, tags
 from jobs.namespace_swap import drop_namespace
 from jobs.replay import apply_round
@@ -255,6 +256,7 @@ class Backfill:
                         self._client, self._staging, self._live, tag, self._plan.windows
                     )
                     report.groups.append(tag)
+                    self._recount(tag)
             else:
                 self._replay_planned(None)
                 self._follow_and_replace(report)
@@ -393,11 +395,19 @@ class Backfill:
             elif isinstance(answer, Replaced):
                 self._done.add(tag)
                 report.groups.append(tag)
+                self._recount(tag)
                 if relaxed and not answer.unnoticed:
                     report.relaxed.append(tag)  # behind the live job, which heals it
                 if answer.unnoticed:
                     report.equal_cutovers.append(tag)
         return not wanted - self._done
+
+    def _recount(self, tag: str) -> None:
+        """A shard of a sharded dense game changed without queued changes: recount its game."""
+        game, _, shard = tag.rpartition("/")
+        config = self._validator.catalog.lookup(game) if shard else None
+        if config is not None and config.dense_ranks and config.shards > 1:
+            dense_counts.recount(self._client, self._live, game, config.shards)
 
     def _line(self, force: bool = False, at_head_since: float | None = None) -> None:
         now = time.monotonic()

@@ -40,6 +40,7 @@ from domain.keys import ENTRY_METADATA, GroupKeys, group_tag, progress_key, tag_
 from domain.planner import BoardPlanner
 from domain.records import Accepted, RecordBatch
 from domain.validation import Validator
+from jobs import dense_counts
 from jobs.dead_letter_reader import Letter
 from jobs.namespace_swap import drop_namespace
 from jobs.replay import apply_replayed
@@ -140,6 +141,7 @@ class Verifier:
                     suspects[tag] = found
             for tag, found in suspects.items():
                 report.differences += self._settle(tag, found)
+            report.differences += self._compare_game_counts()
             if self._letters is not None and any(d.kind == "counter" for d in report.differences):
                 explain_redrives(report, rejudged(self._validator, self._letters(), self._topic))
             report.records = self._records
@@ -299,6 +301,19 @@ class Verifier:
         out += self._compare_counts(tag, report)
         out += self._compare_metadata(tag)
         out += counter_diffs(tag, self._stats(live.stats), self._stats(scratch.stats))
+        return out
+
+    def _compare_game_counts(self) -> list[Difference]:
+        """Sharded dense games: the game-wide counts against their shards' (``jobs.dense_counts``).
+
+        Each shard's own counts are compared with the log above, like any group's.
+        """
+        out: list[Difference] = []
+        games = {tag.rpartition("/")[0] for tag in self._tags() if "/" in tag}
+        for game in sorted(games):
+            config = self._validator.catalog.lookup(game)
+            if config is not None and config.dense_ranks and config.shards > 1:
+                out += dense_counts.check(self._client, self._namespace, game, config.shards)
         return out
 
     def _compare_metadata(self, tag: str) -> list[Difference]:
