@@ -30,7 +30,7 @@ from adapters.redis import RedisClient, Script, text_of
 from domain.keys import GroupKeys, shard_tag
 from jobs.topk_merger import glob_escape
 from jobs.verify_report import Difference
-from sinks.boards.dense_union import BROKEN
+from sinks.boards.dense_union import BROKEN, TRIM_OUTBOX
 
 #: One shard's registry size, outbox and counts (with their expiry), atomically.
 READ_SHARD = Script(
@@ -180,6 +180,10 @@ def recount(client: RedisClient, namespace: str, game: str, shards: int) -> None
                 args += [floor, n]
             args.append(sum(counts.values()))
         if WRITE_GAME(client, keys, args) == 1:
+            for name, offset in snap.last.items():  # what the recount holds leaves the outboxes
+                shard, _, partition = name.partition("|")
+                outbox = GroupKeys(namespace, shard_tag(game, int(shard))).dense_outbox
+                TRIM_OUTBOX(client, [outbox], [partition, offset])
             return
         time.sleep(0.05)
     raise RuntimeError(f"the counts of game {game!r} kept moving; recount not done")

@@ -4,11 +4,13 @@
 -- ARGV: name ('<shard>|<topic>/<partition>'), members per command, n entries; per
 -- entry: offset, previous entry's offset, n boards; per board: counts and scores
 -- key indexes, expiry (0: none), n, (floor, change)*.
--- Answers {1, offset applied up to} or {-1, offset} when the changes do not follow
--- what is applied (Redis lost writes of one side): '!' then says so, for good.
+-- Answers {1, offset applied up to, microseconds Redis spent} or {-1, offset, 0} when
+-- the changes do not follow what is applied (Redis lost writes of one side): '!'
+-- then says so, until lb rebuild recounts.
+local t0 = redis.call('TIME')
 local name = ARGV[1]; local per = tonumber(ARGV[2])
 local wm = tonumber(redis.call('HGET', KEYS[1], name) or '-1')
-if redis.call('HEXISTS', KEYS[1], '!') == 1 then return {-1, wm} end
+if redis.call('HEXISTS', KEYS[1], '!') == 1 then return {-1, wm, 0} end
 local i = 4
 local function each(cmd, key, list)
   for at = 1, #list, per do redis.call(cmd, key, unpack(list, at, math.min(at + per - 1, #list))) end
@@ -19,7 +21,7 @@ for _ = 1, tonumber(ARGV[3]) do
   local apply = offset > wm
   if apply and prev ~= wm then
     redis.call('HSET', KEYS[1], '!', name .. ' holds ' .. wm .. ', next change follows ' .. prev)
-    return {-1, wm}
+    return {-1, wm, 0}
   end
   for _ = 1, nb do
     local h = KEYS[tonumber(ARGV[i])]; local z = KEYS[tonumber(ARGV[i + 1])]
@@ -62,4 +64,5 @@ for _ = 1, tonumber(ARGV[3]) do
   if apply then wm = offset end
 end
 redis.call('HSET', KEYS[1], name, wm)
-return {1, wm}
+local t1 = redis.call('TIME')
+return {1, wm, (t1[1] - t0[1]) * 1000000 + (t1[2] - t0[2])}

@@ -48,19 +48,27 @@ from domain.keys import GroupKeys, tag_of
 #: The game-wide counts' write (``dense_union.lua``).
 UNION_APPLY = Script(Path(__file__).with_name("dense_union.lua").read_text())
 
-#: Drops a shard partition's queued entries up to an offset the game-wide counts hold.
+#: Drops a shard partition's queued entries up to an offset the game-wide counts hold;
+#: answers {entries left, microseconds Redis spent}.
 TRIM_OUTBOX = Script(
     """
-local pending = redis.call('HGET', KEYS[1], ARGV[1])
-if not pending then return 0 end
+local t0 = redis.call('TIME')
 local upto, keep, out = tonumber(ARGV[2]), false, {}
+local last = tonumber(redis.call('HGET', KEYS[1], ARGV[1] .. '@') or '-1')
+if last <= upto then  -- all of them (the usual case): no need to read them
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  local t1 = redis.call('TIME')
+  return {0, (t1[1] - t0[1]) * 1000000 + (t1[2] - t0[2])}
+end
+local pending = redis.call('HGET', KEYS[1], ARGV[1]) or ''
 for line in string.gmatch(pending, '[^\\n]+') do
   if string.sub(line, 1, 1) == '=' then keep = tonumber(string.match(line, '^=(%d+)')) > upto end
   if keep then out[#out + 1] = line .. '\\n' end
 end
 if #out == 0 then redis.call('HDEL', KEYS[1], ARGV[1]) else
   redis.call('HSET', KEYS[1], ARGV[1], table.concat(out)) end
-return #out
+local t1 = redis.call('TIME')
+return {#out, (t1[1] - t0[1]) * 1000000 + (t1[2] - t0[2])}
 """
 )
 

@@ -32,6 +32,7 @@ from domain.games import GameCatalog
 from domain.keys import GroupKeys
 from domain.planner import BoardPlanner
 from domain.records import Accepted, CheckedBatch
+from jobs.dense_counts import recount
 from readers.boards import BoardReader
 from readers.dense import DenseRanksUnavailable
 from sinks.boards import RedisBoardStore
@@ -378,6 +379,33 @@ def test_a_board_older_than_its_counts_is_refused_not_misranked(
         reader.top("db", "alltime", now_ms=NOW_MS, ranks="dense")
     with pytest.raises(QueryError, match="1 of 3 members counted"):
         reader.rank("db", "p2", "alltime", now_ms=NOW_MS, ranks="dense")
+
+
+def test_game_wide_counts_that_lost_writes_are_refused_until_recounted(
+    client: Any, catalog: GameCatalog, namespace: str
+) -> None:
+    # The master of the game's slot fails over and loses its last writes while
+    # the shards keep theirs: the shard's next change does not follow what the
+    # game-wide counts hold, so dense reads are refused, never wrong, until a
+    # recount (what lb rebuild runs) puts them right.
+    writer = Writer(client, catalog, namespace, 0)
+    writer.batch("sb", [(False, 0, 5, 1), (False, 2, 7, 2)], False)
+    game = [text(k) for k in client.scan_iter(match=f"{namespace}:{{sb}}:*", count=1000)]
+    saved = [(key, client.dump(key), client.pexpiretime(key)) for key in game]
+    writer.batch("sb", [(False, 0, 8, 3), (False, 2, 9, 4)], False)
+    for key, value, expire_at_ms in saved:
+        client.delete(key)
+        client.restore(key, max(expire_at_ms, 0), value, absttl=True)
+    writer.batch("sb", [(False, 0, 9, 5)], False)
+    reader = BoardReader(client, catalog, namespace)
+    with pytest.raises(DenseRanksUnavailable, match="do not follow its shards"):
+        reader.top("sb", "alltime", now_ms=NOW_MS, ranks="dense")
+    assert reader.top("sb", "alltime", now_ms=NOW_MS)["entries"]  # unique ranks still served
+    recount(client, namespace, "sb", 3)
+    for window in {
+        text(w) for s in range(3) for w in client.smembers(GroupKeys(namespace, f"sb/{s}").boards)
+    }:
+        check_board(client, reader, namespace, "sb", window)
 
 
 def test_a_window_that_expired_leaves_no_counts_behind(
