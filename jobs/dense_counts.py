@@ -109,7 +109,8 @@ class Snapshot:
     expiry_ms: dict[str, int] = field(default_factory=dict)
     #: ``<shard>|<partition field>`` -> the offset of that shard partition's last change.
     last: dict[str, int] = field(default_factory=dict)
-    queued: bool = False
+    #: ``<shard>|<partition field>`` -> its queued changes (``sinks.boards.dense_union``).
+    queued: dict[str, str] = field(default_factory=dict)
 
 
 def _pairs(flat: list[Any]) -> dict[str, str]:
@@ -135,7 +136,7 @@ def read_shards(client: RedisClient, namespace: str, game: str, shards: int) -> 
             if name.endswith("@"):
                 snap.last[f"{shard}|{name[:-1]}"] = int(value)
             elif value:
-                snap.queued = True
+                snap.queued[f"{shard}|{name}"] = value
         for at, window in enumerate(windows):
             held = _pairs(answer[2 + 2 * at])
             held.pop("#", None)
@@ -148,13 +149,16 @@ def read_shards(client: RedisClient, namespace: str, game: str, shards: int) -> 
     return snap
 
 
-def _game_windows(client: RedisClient, union: GroupKeys, snap: Snapshot) -> list[str]:
+def _game_windows(
+    client: RedisClient, union: GroupKeys, namespace: str, game: str, shards: int
+) -> list[str]:
+    """Windows the game-wide counts or any shard have (read before either side)."""
     pattern = f"{glob_escape(union.prefix)}meta:dense:n:*"
-    held = {
-        text_of(k)[len(union.prefix) + len("meta:dense:n:") :]
-        for k in client.scan_iter(match=pattern, count=1000)
-    }
-    return sorted(held | set(snap.counts))
+    skip = len(union.prefix) + len("meta:dense:n:")
+    held = {text_of(k)[skip:] for k in client.scan_iter(match=pattern, count=1000)}
+    for shard in range(shards):
+        held |= set(_windows(client, GroupKeys(namespace, shard_tag(game, shard))))
+    return sorted(held)
 
 
 def _flat_watermarks(held: dict[str, str]) -> str:
@@ -165,9 +169,10 @@ def recount(client: RedisClient, namespace: str, game: str, shards: int) -> None
     """Replace the game-wide counts by the shards' sum (see the module docstring)."""
     union = GroupKeys(namespace, game)
     for _ in range(ATTEMPTS):
+        windows = _game_windows(client, union, namespace, game, shards)
         before = {text_of(k): text_of(v) for k, v in client.hgetall(union.dense_applied).items()}
         snap = read_shards(client, namespace, game, shards)
-        windows = _game_windows(client, union, snap)
+        windows = sorted(set(windows) | set(snap.counts))
         keys = [union.dense_applied]
         args: list[Any] = [_flat_watermarks(before), PER_COMMAND, len(snap.last)]
         for name, offset in snap.last.items():
@@ -190,45 +195,99 @@ def recount(client: RedisClient, namespace: str, game: str, shards: int) -> None
 
 
 def check(client: RedisClient, namespace: str, game: str, shards: int) -> list[Difference]:
-    """The game-wide counts against the shards' sum, at a point both describe."""
+    """The game-wide counts against the shards' sum (see the module docstring).
+
+    The game-wide counts and offsets are read first (atomically), then each
+    shard with its outbox (atomically per shard). Per shard partition the
+    changes after the game-wide offset must then all be in the outbox, in a
+    chain from that offset to the partition's last change; the game-wide
+    counts plus those changes are what the shards must hold. A chain with a
+    gap (a change applied and dropped between the two reads) reads again.
+    """
     union = GroupKeys(namespace, game)
     for _ in range(ATTEMPTS):
-        snap = read_shards(client, namespace, game, shards)
-        windows = _game_windows(client, union, snap)
+        windows = _game_windows(client, union, namespace, game, shards)
         keys = [union.dense_applied]
         keys += [union.dense_counts(w) for w in windows]
         keys += [union.dense_scores(w) for w in windows]
         answer = READ_GAME(client, keys, [])
-        held = _pairs(answer[0])
-        broken = held.pop(BROKEN, None)
+        applied = _pairs(answer[0])
+        broken = applied.pop(BROKEN, None)
         if broken is not None:
             return [Difference(game, "meta:dense:wm", BROKEN, "wrong value", broken, None)]
-        settled = not snap.queued and all(
-            int(held.get(name, "-1")) == offset for name, offset in snap.last.items()
-        )
-        if settled:
-            return _differences(game, windows, snap, answer[1:])
+        snap = read_shards(client, namespace, game, shards)
+        pending = _pending(snap, {name: int(offset) for name, offset in applied.items()})
+        if pending is not None:
+            return _differences(game, windows, snap, answer[1:], pending)
         time.sleep(0.05)
     return [Difference(game, "meta:dense:wm", "*", "wrong value", "moving", "settled")]
 
 
+def parse_changes(entries: str) -> list[tuple[int, int, dict[str, dict[str, int]]]]:
+    """Queued changes as ``(offset, previous offset, {window: {floor: change}})``."""
+    out: list[tuple[int, int, dict[str, dict[str, int]]]] = []
+    for line in entries.splitlines():
+        if line.startswith("="):
+            offset, prev = line[1:].split(" ")
+            out.append((int(offset), int(prev), {}))
+            continue
+        window, _, *moves = line.split(" ")
+        out[-1][2][window] = {moves[j]: int(moves[j + 1]) for j in range(0, len(moves), 2)}
+    return out
+
+
+def _pending(snap: Snapshot, applied: dict[str, int]) -> dict[str, Counter[str]] | None:
+    """Per window, the changes the shards hold and the game-wide counts do not yet.
+
+    None when some shard partition's chain from its game-wide offset to its last
+    change is not all in its outbox.
+    """
+    out: dict[str, Counter[str]] = {}
+    for name, last in snap.last.items():
+        at = applied.get(name, -1)
+        for offset, prev, boards in parse_changes(snap.queued.get(name, "")):
+            if offset <= at:
+                continue
+            if prev != at:
+                return None
+            for window, moves in boards.items():
+                out.setdefault(window, Counter()).update(moves)
+            at = offset
+        if at != last:
+            return None
+    return out
+
+
 def _differences(
-    game: str, windows: list[str], snap: Snapshot, answer: list[Any]
+    game: str,
+    windows: list[str],
+    snap: Snapshot,
+    answer: list[Any],
+    pending: dict[str, Counter[str]],
 ) -> list[Difference]:
+    """The game-wide counts, with the changes still queued, against the shards' sum.
+
+    And the game-wide floor set against the floors its own counts hold.
+    """
     out: list[Difference] = []
     for at, window in enumerate(windows):
         held = {k: int(v) for k, v in _pairs(answer[2 * at]).items()}
         floors = {text_of(f) for f in answer[2 * at + 1]}
+        wanted_floors = {f for f, n in held.items() if f != "#" and n > 0}
+        moved = pending.get(window, Counter())
+        after = Counter(held)
+        after.update(moved)
+        after["#"] += sum(moved.values())
+        got_counts = {f: n for f, n in after.items() if n != 0}
         want = {f: n for f, n in snap.counts.get(window, Counter()).items() if n > 0}
         if want:
             want["#"] = sum(want.values())
         name = f"meta:dense:n:{window}"
-        for key in sorted(set(held) | set(want)):
-            got, wanted = held.get(key), want.get(key)
+        for key in sorted(set(got_counts) | set(want)):
+            got, wanted = got_counts.get(key), want.get(key)
             if got != wanted:
                 kind = "missing" if got is None else "extra" if wanted is None else "wrong value"
                 out.append(Difference(game, name, key, kind, got, wanted))
-        wanted_floors = set(want) - {"#"}
         for floor in sorted(floors ^ wanted_floors):
             kind = "missing" if floor in wanted_floors else "extra"
             out.append(Difference(game, f"meta:dense:s:{window}", floor, kind, None, None))
