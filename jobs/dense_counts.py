@@ -4,11 +4,10 @@ The game-wide counts (``<ns>:{<game>}:meta:dense:n|s:<window>``) are the sum of
 the shards' own counts once every change a shard queued has been applied
 (:mod:`sinks.boards.dense_union`). Two tools read them against the shards:
 
-* :func:`check` (``lb verify``): reads every shard's counts and outbox
-  atomically per shard, then the game-wide counts and their watermarks
-  atomically, and compares them when the two describe the same writes (no
-  change queued, every watermark at its shard's last change); a live job that
-  moves meanwhile is read again, a few times.
+* :func:`check` (``lb verify``): reads the game-wide counts and watermarks
+  atomically, then every shard's counts and outbox atomically per shard, and
+  compares the game-wide counts plus the changes still queued after each
+  watermark with the shards' sum, while a live job writes.
 * :func:`recount` (``lb rebuild`` and ``lb backfill`` after a shard group was
   cut over or filled, whose counts then changed without queued changes):
   replaces the game-wide counts by the shards' sum and sets each watermark to

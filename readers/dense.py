@@ -8,6 +8,12 @@ dense rank is then 1 + ``ZCOUNT`` of the floors above theirs: O(log N), one
 round trip, read in one MULTI/EXEC with the board's size so the answer is
 refused, never wrong, when the counts do not describe the board.
 
+A sharded game's dense rank counts the floors of the game-wide counts
+(``<ns>:{<game>}:meta:dense:*``), which follow the shards' writes by one
+round trip (:mod:`sinks.boards.dense_union`); the read checks every shard's
+own counts are complete and that the game-wide ones are not marked broken, in
+the same pipelined round trip (one per node on a cluster): O(S + log N).
+
 Counts are complete when ``#`` equals the board's ``ZCARD``: a board that
 existed before its game kept counts (``dense_ranks`` turned on later) keeps a
 gap of exactly the members it held then, and reads refuse it until ``lb

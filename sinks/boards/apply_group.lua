@@ -2,7 +2,8 @@
 -- KEYS[1] watermark hash, KEYS[2] stats hash, KEYS[3] board registry, KEYS[4..] boards/seen
 -- ARGV: field, offset, expected watermark, members per command, then counted sections.
 -- Answers {outcome, microseconds Redis spent writing}: outcome 1 applied, 0 applied
--- before, -2 - stored when refused (encoding.refused_at).
+-- before, -2 - stored when refused (encoding.refused_at); a sharded dense game's
+-- applied or applied-before write adds {outbox key, field, queued changes}.
 -- Dense ranks: ARGV[#ARGV - 1] is where the distinct-count section starts (0: none).
 -- Fence: the last key is the group's fence, the last argument the writer's epoch
 -- (0: not a leased deployment, unchecked). A deposed deployment's epoch is below it.

@@ -34,7 +34,9 @@ def refused_at(answer: int) -> int | None:
 def outcomes(replies: list[Any]) -> list[int]:
     """Each group write's outcome; the time Redis spent on the applied ones goes to telemetry.
 
-    Raises the first error reply (after every reply was read).
+    Raises the first error reply (after every reply was read). A sharded dense
+    game's answers also carry its queued count changes
+    (:func:`sinks.boards.dense_union.queued` reads them).
     """
     outcomes: list[int] = []
     micros: list[int] = []
