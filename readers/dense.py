@@ -22,6 +22,8 @@ rebuild`` recounts it.
 
 from __future__ import annotations
 
+from redis.cluster import RedisCluster
+
 from adapters.redis import RedisClient, text
 from domain.errors import QueryError
 from domain.ranking import Entry, dense_ranks
@@ -71,25 +73,31 @@ def distinct_ahead(client: RedisClient, board: Board, score: int) -> int:
 def _sharded_ahead(client: RedisClient, board: Board, counts: str, floors: str, better: int) -> int:
     """The game-wide count of a sharded board: one pipelined round trip (per node).
 
-    Each shard's own counts must be complete (``#`` = its ``ZCARD``, read
-    together in its slot); the game-wide ones follow the shards' writes by one
+    Each shard's own counts must be complete (``#`` = its ``ZCARD``); the
+    game-wide ones follow the shards' writes by one
     round trip (``sinks.boards.dense_union``) and must not be marked broken.
     """
     shard_counts = [
         key.removesuffix(board.window.id) + f"meta:dense:n:{board.window.id}" for key in board.keys
     ]
     applied = counts.removesuffix(f"n:{board.window.id}") + "wm"
-    pipe = client.pipeline(transaction=False)
-    for key, hash_key in zip(board.keys, shard_counts, strict=True):
-        pipe.zcard(key)
-        pipe.hget(hash_key, "#")
-    pipe.hget(applied, "!")
-    pipe.zcount(floors, better, "+inf")
-    replies = execute(pipe)
-    members = sum(int(n) for n in replies[0:-2:2])
-    counted = sum(int(n or 0) for n in replies[1:-2:2])
-    if counted != members:
-        raise _incomplete(board, counted, members)
+    # One MULTI on a standalone Redis; a cluster's pipeline spans slots, so a
+    # group write may land between a shard's two reads: read again before refusing.
+    atomic = not isinstance(client, RedisCluster)
+    for _ in range(1 if atomic else 3):
+        pipe = client.pipeline(transaction=atomic)
+        for key, hash_key in zip(board.keys, shard_counts, strict=True):
+            pipe.zcard(key)
+            pipe.hget(hash_key, "#")
+        pipe.hget(applied, "!")
+        pipe.zcount(floors, better, "+inf")
+        replies = execute(pipe)
+        sizes = [int(n) for n in replies[0:-2:2]]
+        counted = [int(n or 0) for n in replies[1:-2:2]]
+        if sizes == counted:
+            break
+    if sizes != counted:
+        raise _incomplete(board, sum(counted), sum(sizes))
     if replies[-2] is not None:
         raise DenseRanksUnavailable(
             f"the game-wide distinct-score counts of game {board.game_id!r} do not follow "

@@ -370,22 +370,23 @@ def test_a_dense_read_of_a_game_without_counts_is_refused_before_any_read(
             call()
 
 
+@pytest.mark.parametrize("game", ["db", "sb"])
 def test_a_board_older_than_its_counts_is_refused_not_misranked(
-    client: Any, catalog: GameCatalog, namespace: str
+    client: Any, catalog: GameCatalog, namespace: str, game: str
 ) -> None:
     # The game's board existed before dense_ranks was turned on: its counts
     # miss those members, and reads say so rather than rank from them.
     before = GameCatalog.from_toml(GAMES.replace("dense_ranks = true", "dense_ranks = false"))
-    Writer(client, before, namespace, 0).batch("db", [(False, 0, 5, 1), (False, 1, 7, 2)], False)
+    Writer(client, before, namespace, 0).batch(game, [(False, 0, 5, 1), (False, 1, 7, 2)], False)
     writer = Writer(client, catalog, namespace, 0)
     writer.offsets = [10, 10]
-    writer.batch("db", [(False, 2, 5, 3), (False, 0, 8, 4)], False)
+    writer.batch(game, [(False, 2, 5, 3), (False, 0, 8, 4)], False)
     reader = BoardReader(client, catalog, namespace)
-    assert reader.top("db", "alltime", now_ms=NOW_MS)["entries"]  # unique ranks still served
+    assert reader.top(game, "alltime", now_ms=NOW_MS)["entries"]  # unique ranks still served
     with pytest.raises(DenseRanksUnavailable, match="incomplete distinct-score counts"):
-        reader.top("db", "alltime", now_ms=NOW_MS, ranks="dense")
+        reader.top(game, "alltime", now_ms=NOW_MS, ranks="dense")
     with pytest.raises(QueryError, match="1 of 3 members counted"):
-        reader.rank("db", "p2", "alltime", now_ms=NOW_MS, ranks="dense")
+        reader.rank(game, "p2", "alltime", now_ms=NOW_MS, ranks="dense")
 
 
 def test_game_wide_counts_that_lost_writes_are_refused_until_recounted(
