@@ -33,7 +33,8 @@ trim only ever drops entries at or below a watermark the game's slot has
 just confirmed, so an entry leaves the outbox only once it is counted. An
 entry that does not follow the watermark (Redis lost writes on one side, so
 the two histories differ) marks the game-wide counts broken (``!``), and
-dense reads of the game are refused until ``lb rebuild``.
+dense reads of the game are refused until ``lb rebuild`` recounts them from the
+shards (``jobs.dense_counts``); meanwhile the changes are dropped unapplied.
 """
 
 from __future__ import annotations
@@ -130,6 +131,12 @@ def union_call(outbox: str, field: str, entries: str, per: int) -> tuple[list[st
         for board in boards:
             args += board
     return keys, args
+
+
+def last_offset(entries: str) -> int:
+    """The offset of the last of some queued changes."""
+    head = entries[entries.rindex("\n=") + 1 :] if "\n=" in entries else entries
+    return int(head[1:].split(" ", 1)[0])
 
 
 def apply_all(

@@ -34,7 +34,7 @@ from adapters.redis import RedisClient, Script, as_cluster, node_of, text
 from domain.backoff import Backoff
 from domain.errors import Deposed, RetryBudgetExceeded, ServiceError, StopRequested
 from domain.planner import GroupWrite, LookupResults, Lookups, WritePlan
-from sinks.boards.dense_union import TRIM_OUTBOX, Queued, apply_all, union_call
+from sinks.boards.dense_union import TRIM_OUTBOX, Queued, apply_all, last_offset, union_call
 from sinks.boards.dense_union import queued as queued_changes
 from sinks.boards.encoding import FENCED, PER_COMMAND, encode, outcomes, raise_first_error
 from sinks.boards.reads import parse_reads, read_commands
@@ -338,7 +338,7 @@ class RedisBoardStore:
             "Redis write (dense counts)", lambda: apply_all(calls, self._run)
         )
         trims: list[tuple[list[str], list[Any]]] = []
-        for ((outbox, field), _), offset in zip(work, applied, strict=True):
+        for ((outbox, field), entries), offset in zip(work, applied, strict=True):
             if offset is None:
                 log.error(
                     "the game-wide distinct-score counts of %s do not follow its shard's "
@@ -346,8 +346,9 @@ class RedisBoardStore:
                     "until lb rebuild",
                     outbox,
                 )
-            else:
-                trims.append(([outbox], [field, offset]))
+                # The recount starts from the shards: the changes are not needed.
+                offset = last_offset(entries)
+            trims.append(([outbox], [field, offset]))
         if trims:
             self._round_trip("Redis write (dense outbox)", lambda: self._run(TRIM_OUTBOX, trims))
 

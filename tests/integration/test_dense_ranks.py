@@ -409,6 +409,9 @@ def test_game_wide_counts_that_lost_writes_are_refused_until_recounted(
     with pytest.raises(DenseRanksUnavailable, match="do not follow its shards"):
         reader.top("sb", "alltime", now_ms=NOW_MS, ranks="dense")
     assert reader.top("sb", "alltime", now_ms=NOW_MS)["entries"]  # unique ranks still served
+    outboxes = [GroupKeys(namespace, f"sb/{s}").dense_outbox for s in range(3)]
+    queued = [f for key in outboxes for f in client.hkeys(key) if not text(f).endswith("@")]
+    assert queued == []  # dropped unapplied: the recount starts from the shards
     recount(client, namespace, "sb", 3)
     for window in {
         text(w) for s in range(3) for w in client.smembers(GroupKeys(namespace, f"sb/{s}").boards)
