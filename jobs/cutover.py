@@ -31,6 +31,16 @@ Why "different": a live job whose belief equals the stored watermark writes on
 with its cache, which matters when the replay used other rules than the cache
 was built with (a scoring fix, a new window).
 
+The live keys to drop are listed by a ``SCAN`` before the call (a scan inside
+it would block Redis for the whole keyspace). A live write of the group in
+between can create keys that list lacks (a new window's board, a dedupe bag of
+a new bucket or part): left behind, they would keep the effects of records
+after ``w``, and the live job's dedupe would then take those records for
+copies of themselves when it re-applies them. So the live watermarks are read
+before the listing and the call checks them unchanged (every write of the group
+moves one); if a write came in between, nothing moves and the group is listed
+and tried again (:data:`LISTED_BEFORE_A_WRITE` times, then :data:`BEHIND`).
+
 *Fill* (:data:`FILL_GROUP`): staged boards are moved in only where the live
 group has no such board, each with its entry metadata and its distinct-score
 counts (dense ranks); the registry learns the window; nothing else moves.
@@ -54,20 +64,34 @@ from jobs.namespace_swap import is_projection_key
 BEHIND = -1
 #: The live group holds watermarks of another topic: replacing it would drop their effects.
 FOREIGN = -3
+#: The live job wrote the group while its keys were being listed: list them again.
+WRITTEN_MEANWHILE = -4
+#: Listings tried in one :func:`replace_group` call before it answers :data:`BEHIND`.
+LISTED_BEFORE_A_WRITE = 3
 
 REPLACE_GROUP = Script(
     """
 -- KEYS[1] live meta:wm, KEYS[2] staged meta:wm, KEYS[3..n+2] staged keys,
 -- KEYS[n+3..2n+2] their live names, then live projection keys to drop.
--- ARGV: n, relaxed (1/0), topic prefix ('<topic>/'), m, then m (field, through offset).
--- Returns {moved keys, 1 if a watermark was left equal to the live one} or -1 / -3.
+-- ARGV: n, relaxed (1/0), topic prefix ('<topic>/'), m, then m (field, through offset),
+-- then s, then s (field, value): the live watermarks read before the keys were listed.
+-- Returns {moved keys, 1 if a watermark was left equal to the live one} or -1 / -3 / -4.
 local n = tonumber(ARGV[1]); local relaxed = ARGV[2] == '1'; local prefix = ARGV[3]
+local m = tonumber(ARGV[4])
 local through = {}
-for j = 0, tonumber(ARGV[4]) - 1 do through[ARGV[5 + 2 * j]] = tonumber(ARGV[6 + 2 * j]) end
+for j = 0, m - 1 do through[ARGV[5 + 2 * j]] = tonumber(ARGV[6 + 2 * j]) end
+local live = redis.call('HGETALL', KEYS[1])
+-- A write of the group since the listing may have made keys it lacks: list again.
+local s = tonumber(ARGV[5 + 2 * m])
+if #live ~= 2 * s then return -4 end
+local listed = {}
+for j = 0, s - 1 do listed[ARGV[6 + 2 * m + 2 * j]] = ARGV[7 + 2 * m + 2 * j] end
+for j = 1, #live, 2 do
+  if listed[live[j]] ~= live[j + 1] then return -4 end
+end
 local low = {}
 local staged = redis.call('HGETALL', KEYS[2])
 for j = 1, #staged, 2 do low[staged[j]] = tonumber(staged[j + 1]) end
-local live = redis.call('HGETALL', KEYS[1])
 local set = {}; local equal = 0
 for j = 1, #live, 2 do
   local f = live[j]; local v = tonumber(live[j + 1])
@@ -191,14 +215,40 @@ def replace_group(
 
     Returns what was done, or :data:`BEHIND` / :data:`FOREIGN`.
     """
+    for _ in range(LISTED_BEFORE_A_WRITE):
+        answer = _replace_listed(client, staging, live, tag, topic, through, relaxed=relaxed)
+        if answer != WRITTEN_MEANWHILE:
+            return answer
+    return BEHIND
+
+
+def _replace_listed(
+    client: RedisClient,
+    staging: str,
+    live: str,
+    tag: str,
+    topic: str,
+    through: Mapping[int, int],
+    *,
+    relaxed: bool,
+) -> Replaced | int:
+    """One try: the live watermarks, then both groups' keys, then the call."""
+    live_wm = GroupKeys(live, tag).watermarks
+    try:
+        listed = {text_of(k): text_of(v) for k, v in client.hgetall(live_wm).items()}
+    except redis.RedisError as exc:
+        raise ServiceError(f"reading the board group {tag!r}'s watermarks failed: {exc}") from exc
     staged = group_keys(client, staging, tag)
     targets = [live + key[len(staging) :] for key in staged]
     stale = sorted(set(group_keys(client, live, tag)) - set(targets))
     args: list[Any] = [len(staged), 1 if relaxed else 0, f"{topic}/", len(through)]
     for partition, offset in sorted(through.items()):
         args += [f"{topic}/{partition}", offset]
+    args.append(len(listed))
+    for name, value in sorted(listed.items()):
+        args += [name, value]
     keys = [
-        GroupKeys(live, tag).watermarks,
+        live_wm,
         GroupKeys(staging, tag).watermarks,
         *staged,
         *targets,

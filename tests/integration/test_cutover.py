@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from adapters.redis import RedisClient, text
+from jobs import cutover
 from jobs.cutover import BEHIND, FOREIGN, Replaced, fill_group, replace_group
 
 T = "score-events"
@@ -62,6 +63,40 @@ def test_the_new_watermark_differs_from_the_live_one_when_it_can(
         assert 0 < redis_client.ttl(f"{namespace}:{{g}}:alltime") <= 5000  # RENAME keeps it
         assert not redis_client.exists(f"{namespace}:{{g}}:daily:2026-05-03")  # not replayed
         assert not list(redis_client.scan_iter(match=f"{stage}:*"))
+    finally:
+        for key in redis_client.scan_iter(match=f"{stage}:*"):
+            redis_client.delete(key)
+
+
+def test_keys_the_live_job_makes_while_the_group_is_listed_do_not_survive(
+    redis_client: RedisClient, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A live write between the listing of the keys and the call (here: a new
+    dedupe bag holding a record after ``through``) must not outlive the cut-over:
+    the live job re-applies that record, and the bag would make it a copy of itself."""
+    stage = f"{namespace}~s"
+    _group(redis_client, namespace, {f"{T}/0": 12}, "old")
+    _group(redis_client, stage, {f"{T}/0": 4}, "new")
+    bag = f"{namespace}:{{g}}:meta:seen:77:3"
+    listings: list[str] = []
+    listed = cutover.group_keys
+
+    def listing_then_a_live_write(client: RedisClient, ns: str, tag: str) -> list[str]:
+        keys = listed(client, ns, tag)
+        listings.append(ns)
+        if ns == namespace and listings.count(namespace) == 1:
+            redis_client.hset(bag, "5", b"\x00" * 9)  # what a write of offset 13 appends
+            redis_client.hset(f"{namespace}:{{g}}:meta:wm", f"{T}/0", 13)
+        return keys
+
+    monkeypatch.setattr(cutover, "group_keys", listing_then_a_live_write)
+    try:
+        answer = replace_group(redis_client, stage, namespace, "g", T, {0: 9}, relaxed=True)
+        assert isinstance(answer, Replaced)
+        assert listings.count(namespace) == 2  # listed again after the write
+        assert not redis_client.exists(bag)
+        assert redis_client.hget(f"{namespace}:{{g}}:meta:wm", f"{T}/0") == b"9"
+        assert redis_client.zrange(f"{namespace}:{{g}}:alltime", 0, -1) == [b"new"]
     finally:
         for key in redis_client.scan_iter(match=f"{stage}:*"):
             redis_client.delete(key)
