@@ -24,6 +24,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from api.errors import ApiError, describe_validation, error_body
 from api.live import SEND_TIMEOUT_S, LiveQuery, Outgoing, Subscription, outgoing
+from api.live.teams import TeamSubscription
 from api.models import DEFAULT_WINDOW, Window, _Query, errors
 from api.ws_frames import EXTENSION, FrameWriter
 from domain.errors import LeaderboardError, QueryError
@@ -51,10 +52,23 @@ class LiveParams(_Query):
     lastEventId: str | None = Field(
         None, description="resume after this position (the id of the last message received)"
     )
+    teams: bool = Field(
+        False, description="follow the game's team board instead of its player board"
+    )
+    teamId: str | None = Field(None, description="with teams: also follow this team's rank")
 
 
 def _subscription(request: Request | WebSocket, game_id: str, params: LiveParams) -> Subscription:
     app = request.app
+    if params.teams:
+        if params.playerId is not None:
+            raise QueryError("playerId follows a player board: with teams=true, use teamId")
+        query = LiveQuery(
+            game_id, params.window, params.top, params.teamId, interval_ms=params.interval
+        )
+        return TeamSubscription(app.state.hub, app.state.shared_reads, app.state.teams, query)
+    if params.teamId is not None:
+        raise QueryError("teamId follows a team board: add teams=true")
     query = LiveQuery(
         game_id, params.window, params.top, params.playerId, interval_ms=params.interval
     )

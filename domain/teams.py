@@ -71,6 +71,8 @@ class TeamKeys:
     ``<ns>:{<game>}:teams:<window>``         the team board (teamId -> aggregate)
     ``<ns>:{<game>}:teams:sum:<window>``     hash teamId -> sum of member scores
     ``<ns>:{<game>}:team:<window>:<team>``   a team's members (playerId -> score)
+    ``<ns>:{<game>}:teams:changes``          stream of team aggregate changes, capped
+                                             (live pushes of team boards)
     =======================================  ====================================
     """
 
@@ -96,6 +98,11 @@ class TeamKeys:
 
     def board(self, window_id: str) -> str:
         return f"{self.prefix}teams:{window_id}"
+
+    @property
+    def changes(self) -> str:
+        """The capped stream of the game's team aggregate changes (written with them)."""
+        return f"{self.prefix}teams:changes"
 
     def sums(self, window_id: str) -> str:
         return f"{self.prefix}teams:sum:{window_id}"

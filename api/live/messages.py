@@ -26,9 +26,11 @@ class StreamChange(NamedTuple):
     """
 
     window: str
+    #: The player (a team on a game's team change stream).
     player: str
-    old: int | None
-    new: int | None
+    #: Scores are integers; a team's ``avg`` aggregate is a float.
+    old: int | float | None
+    new: int | float | None
     #: The metadata of the event that set ``new`` (None: it carried none).
     metadata: str | None = None
 
@@ -55,12 +57,20 @@ def parse_entry(fields: Mapping[Any, Any]) -> list[StreamChange]:
         StreamChange(
             c["w"],
             c["p"],
-            int(c["o"]) if c["o"] else None,
-            int(c["n"]) if c["n"] else None,
+            _number(c["o"]) if c["o"] else None,
+            _number(c["n"]) if c["n"] else None,
             c.get("m"),
         )
         for c in json.loads(raw)
     ]
+
+
+def _number(text: str) -> int | float:
+    """A score as written to a stream: decimal text, or a float for an ``avg`` team."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
 
 
 def stream_id(text: str) -> tuple[int, int]:

@@ -86,6 +86,13 @@ class SharedReads:
             return future.result()
         return await asyncio.shield(future)
 
+    async def shared(self, key: Hashable, version: int, read: Callable[[], Awaitable[Any]]) -> Any:
+        """``read()``'s answer, shared by every caller of ``key`` at ``version`` or later.
+
+        For reads other than the board pages and ranks below (the team boards').
+        """
+        return await self._shared(key, version, read)
+
     def window_id(self, game: str, window: str, at_ms: int) -> str:
         """The id of the board ``window`` names at ``at_ms``, resolved at most once a second.
 

@@ -16,12 +16,12 @@ from collections.abc import Collection
 from api.live.messages import StreamChange
 
 
-def at_or_ahead(score: int, other: int, ascending: bool) -> bool:
+def at_or_ahead(score: float, other: float, ascending: bool) -> bool:
     """Whether ``score`` ranks level with or ahead of ``other`` (ties included)."""
     return score <= other if ascending else score >= other
 
 
-def reaches(change: StreamChange, mark: int, ascending: bool) -> bool:
+def reaches(change: StreamChange, mark: float, ascending: bool) -> bool:
     """Whether the change's old or new score is level with or ahead of ``mark``."""
     old, new = change.old, change.new
     return (new is not None and at_or_ahead(new, mark, ascending)) or (

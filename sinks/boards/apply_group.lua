@@ -233,6 +233,7 @@ if tonumber(take()) > 0 then             -- teams: 1, of, slots, agg, prefix, n,
     local team = redis.call('HGET', of, p)
     if team then team_put(prefix, agg, w, team, p, v ~= '' and tonumber(v)) end
   end
+  team_flush(prefix)
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 local t1 = redis.call('TIME')

@@ -38,5 +38,6 @@ for j = 0, tonumber(ARGV[5]) - 1 do
     end
   end
 end
+team_flush(prefix)
 if tonumber(ARGV[2]) > cur then redis.call('HSET', KEYS[2], ARGV[1], ARGV[2]) end
 return moved

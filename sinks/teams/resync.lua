@@ -14,7 +14,9 @@ for i = 2, #members, 2 do teams[members[i]] = true end
 local done = 0
 for window, slots in pairs(windows) do
   local board = prefix .. 'teams:' .. window
-  for _, team in ipairs(redis.call('ZRANGE', board, 0, -1)) do teams[team] = true end
+  for _, team in ipairs(redis.call('ZRANGE', board, 0, -1)) do
+    teams[team] = true; team_note(board, window, team)
+  end
   for team in pairs(teams) do redis.call('DEL', prefix .. 'team:' .. window .. ':' .. team) end
   redis.call('DEL', board, prefix .. 'teams:sum:' .. window)
   if redis.call('EXISTS', prefix .. window) == 1 then
@@ -30,4 +32,5 @@ for window, slots in pairs(windows) do
     redis.call('HDEL', KEYS[2], window)
   end
 end
+team_flush(prefix)
 return done

@@ -10,12 +10,37 @@ local function team_expire(prefix, window, key)
   if at > 0 then redis.call('EXPIREAT', key, at)
   elseif at == -2 then redis.call('DEL', key) end
 end
+-- Team aggregates this call may change: (window, team) -> its aggregate before
+-- (false: not on the board), in the order first touched. team_flush appends the ones
+-- that did change to the game's team change stream (the live pushes follow it).
+local team_before, team_touched = {}, {}
+local function team_note(board, window, team)
+  local id = window .. ' ' .. team
+  if team_before[id] == nil then
+    team_before[id] = redis.call('ZSCORE', board, team) or false
+    team_touched[#team_touched + 1] = {window, team, id}
+  end
+end
+-- The stream is capped like the boards' change streams (domain.keys.CHANGES_MAXLEN).
+local function team_flush(prefix)
+  local out = {}
+  for _, t in ipairs(team_touched) do
+    local now = redis.call('ZSCORE', prefix .. 'teams:' .. t[1], t[2]) or false
+    local was = team_before[t[3]]
+    if now ~= was then out[#out + 1] = {w = t[1], p = t[2], o = was or '', n = now or ''} end
+  end
+  team_before, team_touched = {}, {}
+  if #out > 0 then
+    redis.call('XADD', prefix .. 'teams:changes', 'MAXLEN', '~', 10000, '*', 'c', cjson.encode(out))
+  end
+end
 local function team_put(prefix, agg, window, team, player, score)
   local mkey = prefix .. 'team:' .. window .. ':' .. team
   local old = redis.call('ZSCORE', mkey, player)
   if not score and not old then return end
   local sums = prefix .. 'teams:sum:' .. window
   local board = prefix .. 'teams:' .. window
+  team_note(board, window, team)
   if score then redis.call('ZADD', mkey, score, player) else redis.call('ZREM', mkey, player) end
   local sum = redis.call('HINCRBY', sums, team, (score or 0) - tonumber(old or '0'))
   local n = redis.call('ZCARD', mkey)

@@ -6,12 +6,14 @@ fixtures), with the game rules of :data:`tests.integration.streams.GAMES_TOML`.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from tests.integration.api_server import api_settings, running_api
 from tests.integration.streams import GAMES_TOML, KEYS, REPO, job_env
@@ -53,3 +55,14 @@ def live_api(
     settings = api_settings(kafka_bootstrap, redis_url, topic, namespace, KEYS, games_file=games)
     with running_api(settings) as url:
         yield url
+
+
+@pytest.fixture
+def teams_topic(kafka_bootstrap: str, topic: str) -> Iterator[str]:
+    """The test's membership topic (beside its score topic), deleted with its dead letters."""
+    name = f"{topic}-teams"
+    yield name
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.delete_topics([name, f"{name}.dlq"]).values():
+        with contextlib.suppress(Exception):
+            future.result(timeout=30)

@@ -12,16 +12,12 @@ membership topic changes nothing.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
 
 from adapters.kafka import read_topic
 from adapters.redis import RedisClient, text_of
@@ -43,16 +39,6 @@ T0 = int(datetime(2026, 11, 2, 8, 0, tzinfo=UTC).timestamp() * 1000)
 DAY = "daily:2026-11-02"
 PLAYERS = [f"p{i:02d}" for i in range(24)]
 TEAMS = ["red", "blue", "green", "gold"]
-
-
-@pytest.fixture
-def teams_topic(kafka_bootstrap: str, topic: str) -> Iterator[str]:
-    name = f"{topic}-teams"
-    yield name
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    for future in admin.delete_topics([name, f"{name}.dlq"]).values():
-        with contextlib.suppress(Exception):
-            future.result(timeout=30)
 
 
 def _scores(rng: random.Random, n: int, start: int) -> list[tuple[str, str, int, int, bool]]:
