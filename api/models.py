@@ -158,6 +158,7 @@ class FriendsBoardQuery(WindowQuery, _Profiled):
     """Whose friends board."""
 
     playerId: str = Field(description="whose friends")
+    rank_mode: RankMode = "unique"
 
 
 class ScoreEventIn(BaseModel):

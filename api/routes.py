@@ -231,7 +231,7 @@ def friends_board(
     response: Response,
 ) -> FriendsBoard:
     """Cached for about 5 s (``Cache-Control: private, max-age=<ttl>``)."""
-    board = friends.board(game, q.playerId, q.window, now_ms=now)
+    board = friends.board(game, q.playerId, q.window, now_ms=now, ranks=q.rank_mode)
     if q.profile:
         profiles.hydrate(board)
     response.headers["Cache-Control"] = f"private, max-age={board['ttl']}"

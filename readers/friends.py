@@ -36,7 +36,17 @@ from adapters.redis import RedisClient, text
 from domain.errors import QueryError
 from domain.games import GameCatalog
 from domain.keys import LIVE_NAMESPACE, GroupKeys, shard_tag
-from domain.ranking import Entry, Member, composite_of, entries, jittered_ttl_ms, rank_members
+from domain.ranking import (
+    Entry,
+    Member,
+    competition_ranks,
+    composite_of,
+    dense_ranks,
+    entries,
+    jittered_ttl_ms,
+    rank_members,
+    rank_mode,
+)
 from readers import entry_metadata
 from readers.answers import FriendsBoard
 from readers.board_reads import call, check_player_id, execute, flat_members
@@ -194,8 +204,17 @@ class FriendsReader:
 
     # -- the board --------------------------------------------------------------------
 
-    def board(self, game_id: str, player_id: str, window_spec: str, *, now_ms: int) -> FriendsBoard:
-        """``player`` and their friends ranked on one window (cached for a few seconds)."""
+    def board(
+        self, game_id: str, player_id: str, window_spec: str, *, now_ms: int, ranks: str = "unique"
+    ) -> FriendsBoard:
+        """``player`` and their friends ranked on one window (cached for a few seconds).
+
+        ``ranks``: ``unique`` (1..n), ``competition`` or ``dense``, numbered among
+        the friends (the whole board is in hand, so no count is read).
+        """
+        return _ranked(self._board(game_id, player_id, window_spec, now_ms), rank_mode(ranks))
+
+    def _board(self, game_id: str, player_id: str, window_spec: str, now_ms: int) -> FriendsBoard:
         fkey, ckey = self._keys(game_id, player_id)
         board = self._boards.board(game_id, window_spec, now_ms)
         window_id = board.window.id
@@ -269,6 +288,17 @@ class FriendsReader:
                 if score is not None
             ]
         return found
+
+
+def _ranked(board: FriendsBoard, mode: str) -> FriendsBoard:
+    """The board with its 1..n ranks rewritten in ``mode`` (equal scores share one)."""
+    if mode == "unique":
+        return board
+    lines = board["entries"]
+    shared = competition_ranks(lines, 1) if mode == "competition" else dense_ranks(lines, 1)
+    for line, rank in zip(lines, shared, strict=True):
+        line["rank"] = rank
+    return board
 
 
 def _seconds(pttl: int) -> int:

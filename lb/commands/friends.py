@@ -10,7 +10,15 @@ from __future__ import annotations
 import argparse
 
 from config.settings import Settings
-from lb.commands.read import add_game, add_profiles, add_window, emit, now_ms, table
+from lb.commands.read import (
+    add_game,
+    add_profiles,
+    add_rank_mode,
+    add_window,
+    emit,
+    now_ms,
+    table,
+)
 from readers import game_catalog, redis_client
 from readers.friends import FriendsReader
 from readers.profiles import ProfileReader
@@ -23,7 +31,7 @@ def _reader() -> FriendsReader:
 
 def _board(args: argparse.Namespace) -> int:
     reader = _reader()
-    board = reader.board(args.game, args.player, args.window, now_ms=now_ms())
+    board = reader.board(args.game, args.player, args.window, now_ms=now_ms(), ranks=args.rank_mode)
     if args.profiles:
         ProfileReader(reader.client, reader.namespace).hydrate(board)
     if args.json:
@@ -73,6 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add_game(board, player=True)
     add_window(board)
     add_profiles(board)
+    add_rank_mode(board)
     board.set_defaults(handler=_board)
 
     for name, handler, verb in (

@@ -405,6 +405,35 @@ def test_friends_board_with_5000_friends(
     assert len(third["entries"]) == 5_000
 
 
+@pytest.mark.parametrize("game", ["g", "sh"])
+def test_friends_board_competition_and_dense_ranks_equal_an_oracle_with_many_ties(
+    client: RedisClient, catalog: GameCatalog, namespace: str, game: str
+) -> None:
+    rng = random.Random(26)
+    board = {f"p{i}": (rng.randint(0, 6), rng.randint(0, 50)) for i in range(600)}
+    write(client, namespace, game, "alltime", board)
+    friends = [f"p{i}" for i in range(1, 600, 2)]  # 300 friends on 7 scores
+    reader = FriendsReader(client, catalog, namespace, rng=random.Random(7))
+    reader.add(game, "p0", friends)
+    order = oracle(game, "alltime", {p: board[p] for p in ["p0", *friends]})
+    # Independent of the reader: count the strictly better players / distinct scores.
+    scores = [s for _, s in order]
+    competition = [1 + sum(1 for other in scores if other > s) for s in scores]
+    dense = [1 + len({other for other in scores if other > s}) for s in scores]
+    assert max(dense) <= 7 < max(competition)  # many ties
+    for mode, want in (
+        ("unique", list(range(1, 302))),
+        ("competition", competition),
+        ("dense", dense),
+    ):
+        for _ in range(2):  # fresh, then from the cache
+            got = reader.board(game, "p0", "alltime", now_ms=NOW_MS, ranks=mode)
+            assert [(e["playerId"], e["score"]) for e in got["entries"]] == order, mode
+            assert [e["rank"] for e in got["entries"]] == want, mode
+    with pytest.raises(QueryError):
+        reader.board(game, "p0", "alltime", now_ms=NOW_MS, ranks="olympic")
+
+
 def test_friends_keys_share_the_game_slot_and_validate(
     client: RedisClient, catalog: GameCatalog, namespace: str
 ) -> None:
