@@ -25,7 +25,7 @@ from starlette.websockets import WebSocketDisconnect
 from api.errors import ApiError, describe_validation, error_body
 from api.live import SEND_TIMEOUT_S, LiveQuery, Outgoing, Subscription, outgoing
 from api.live.teams import TeamSubscription
-from api.models import DEFAULT_WINDOW, Window, _Query, errors
+from api.models import DEFAULT_WINDOW, RankMode, Window, _Query, errors
 from api.ws_frames import EXTENSION, FrameWriter
 from domain.errors import LeaderboardError, QueryError
 from readers.boards import UnknownGameError
@@ -52,6 +52,7 @@ class LiveParams(_Query):
     lastEventId: str | None = Field(
         None, description="resume after this position (the id of the last message received)"
     )
+    rank_mode: RankMode = "unique"
     teams: bool = Field(
         False, description="follow the game's team board instead of its player board"
     )
@@ -63,6 +64,8 @@ def _subscription(request: Request | WebSocket, game_id: str, params: LiveParams
     if params.teams:
         if params.playerId is not None:
             raise QueryError("playerId follows a player board: with teams=true, use teamId")
+        if params.rank_mode != "unique":
+            raise QueryError("team boards rank teams uniquely: rank_mode must be 'unique' there")
         query = LiveQuery(
             game_id, params.window, params.top, params.teamId, interval_ms=params.interval
         )
@@ -70,7 +73,12 @@ def _subscription(request: Request | WebSocket, game_id: str, params: LiveParams
     if params.teamId is not None:
         raise QueryError("teamId follows a team board: add teams=true")
     query = LiveQuery(
-        game_id, params.window, params.top, params.playerId, interval_ms=params.interval
+        game_id,
+        params.window,
+        params.top,
+        params.playerId,
+        interval_ms=params.interval,
+        ranks=params.rank_mode,
     )
     return Subscription(app.state.hub, app.state.shared_reads, query)
 

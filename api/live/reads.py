@@ -114,28 +114,34 @@ class SharedReads:
             found = self._texts[key] = Outgoing(compact(message()))
         return found
 
-    def peek_top(self, game: str, window_id: str, n: int, version: int) -> TopRead | None:
+    def peek_top(
+        self, game: str, window_id: str, n: int, version: int, ranks: str = "unique"
+    ) -> TopRead | None:
         """The page :meth:`top` would answer at once (read at ``version`` or later), or None."""
-        found = self._reads.get(("top", game, window_id, n))
+        found = self._reads.get(("top", game, window_id, n, ranks))
         if found is None or found[0] < version or not found[1].done() or _failed(found[1]):
             return None
         read: TopRead = found[1].result()
         return read
 
-    async def top(self, game: str, window_id: str, n: int, version: int) -> TopRead:
+    async def top(
+        self, game: str, window_id: str, n: int, version: int, ranks: str = "unique"
+    ) -> TopRead:
         async def read() -> TopRead:
-            page = await self._async.top(game, window_id, n, now_ms=now_ms())
+            page = await self._async.top(game, window_id, n, now_ms=now_ms(), ranks=ranks)
             if self._profiles is not None:
                 await self._profiles.hydrate(page)
             return TopRead.of(page, n)
 
-        found: TopRead = await self._shared(("top", game, window_id, n), version, read)
+        found: TopRead = await self._shared(("top", game, window_id, n, ranks), version, read)
         return found
 
-    async def rank(self, game: str, player: str, window_id: str, version: int) -> RankAnswer:
+    async def rank(
+        self, game: str, player: str, window_id: str, version: int, ranks: str = "unique"
+    ) -> RankAnswer:
         found: RankAnswer = await self._shared(
-            ("rank", game, player, window_id),
+            ("rank", game, player, window_id, ranks),
             version,
-            lambda: self._async.rank(game, player, window_id, now_ms=now_ms()),
+            lambda: self._async.rank(game, player, window_id, now_ms=now_ms(), ranks=ranks),
         )
         return found

@@ -40,7 +40,9 @@ from api.live.reads import SharedReads, TopRead, now_ms
 from api.live.throttle import MAX_DUE, Throttle
 from domain.errors import QueryError
 from domain.keys import GroupKeys, shard_tag
+from domain.ranking import rank_mode
 from readers.boards import RankAnswer
+from readers.dense import check_dense
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,8 @@ class LiveQuery:
     top: int = 10
     player_id: str | None = None
     interval_ms: int = 250
+    #: How pushed pages and ranks are numbered: unique, competition or dense.
+    ranks: str = "unique"
 
 
 class Subscription:
@@ -70,7 +74,9 @@ class Subscription:
         self._clock = clock
         reader = reads.reader
         config = reader.game(query.game_id)
-        reader.board(query.game_id, query.window, clock())  # a bad window fails here
+        board = reader.board(query.game_id, query.window, clock())  # a bad window fails here
+        if rank_mode(query.ranks) == "dense":
+            check_dense(board)  # a game without distinct-score counts fails here
         tags = (
             [shard_tag(query.game_id, None)]
             if config.shards <= 1
@@ -90,7 +96,7 @@ class Subscription:
         self._write_now: WriteNow | None = None
         self.subscriber = Subscriber(
             self.keys,
-            watch=(query.game_id, query.window, query.top),
+            watch=(query.game_id, query.window, query.top, query.ranks),
             select_top=self._select_top,
             select_own=self._select_own if query.player_id is not None else None,
             prepare=self._prepare if query.top else None,
@@ -99,7 +105,9 @@ class Subscription:
 
     def _prepare(self) -> Awaitable[TopRead]:
         query = self._query
-        return self._reads.top(query.game_id, self._window_id(), query.top, self._hub.version)
+        return self._reads.top(
+            query.game_id, self._window_id(), query.top, self._hub.version, query.ranks
+        )
 
     def parse_position(self, text: str | None) -> dict[str, str] | None:
         """A ``Last-Event-ID`` as one id per stream; QueryError if it is not ours."""
@@ -241,12 +249,12 @@ class Subscription:
         position = self.position
         top = self._top_changes(changes, window_id)
         if query.top and (first or top):
-            read = await self._reads.top(query.game_id, window_id, query.top, version)
+            read = await self._reads.top(query.game_id, window_id, query.top, version, query.ranks)
             self._saw(read)
             await send("top", position, self._page_message(read, position, top))
         player = query.player_id
         if player is not None and (first or self._own_changes(changes, window_id)):
-            rank = await self._reads.rank(query.game_id, player, window_id, version)
+            rank = await self._reads.rank(query.game_id, player, window_id, version, query.ranks)
             if first or rank != self._rank:
                 self._rank = rank
                 await send("rank", position, outgoing("rank", position, rank))
@@ -269,7 +277,9 @@ class Subscription:
             return False
         query = self._query
         window_id = self._window_id()
-        read = self._reads.peek_top(query.game_id, window_id, query.top, self._hub.version)
+        read = self._reads.peek_top(
+            query.game_id, window_id, query.top, self._hub.version, query.ranks
+        )
         if read is None:
             return False
         positions = self._hub.positions(self.keys)
