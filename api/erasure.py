@@ -1,7 +1,8 @@
 """``DELETE /v1/players/{playerId}``: erase a player from every game, answered with the receipt.
 
 The same steps as ``lb forget`` (``readers.erasure``): find the player, produce the
-signed erasure record, wait for the projection, remove the friend sets. Only a
+signed erasure record and the profile and membership tombstones, wait for the
+projection, remove the friend sets. Only a
 server API key may call it, whatever ``LB_API_WRITES`` says
 (``api.auth.policy``); without a key file the route refuses every caller.
 The blocking Redis and Kafka work runs in a worker thread.
@@ -47,8 +48,37 @@ class ErasureRecord(BaseModel):
     eventId: str
 
 
+class Tombstone(BaseModel):
+    """Where a tombstone sits in a compacted topic."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+class ErasedProfile(BaseModel):
+    """Whether the player had a profile, and the tombstone produced (null: no profiles topic)."""
+
+    removed: bool
+    record: Tombstone | None
+
+
+class ErasedMembership(BaseModel):
+    """A team the player was a member of, in a game that keeps team boards."""
+
+    game: str
+    teamId: str
+
+
+class ErasedTeams(BaseModel):
+    """The memberships removed, and the tombstone produced (null: no game keeps team boards)."""
+
+    removed: list[ErasedMembership]
+    record: Tombstone | None
+
+
 class ErasureReceipt(BaseModel):
-    """What an erasure removed, where its record is, when it was requested and done."""
+    """What an erasure removed, where its records are, when it was requested and done."""
 
     player: str
     record: ErasureRecord
@@ -59,6 +89,8 @@ class ErasureReceipt(BaseModel):
     games: dict[str, list[ErasedBoard]]
     friendSets: int
     followers: int
+    profile: ErasedProfile
+    teams: ErasedTeams
 
 
 #: The longest a request may wait for the job (``?timeoutS=``).
@@ -84,7 +116,7 @@ class Eraser:
         where = forget.produce(
             settings.kafka_bootstrap,
             dict(settings.kafka_extra),
-            settings.topic,
+            forget.topics(settings, self._catalog),
             keyring,
             keyring.key_ids[0],
             player,
@@ -95,11 +127,11 @@ class Eraser:
             settings.namespace,
             player,
             where,
-            found.tags,
+            found,
             timeout_s,
-            lambda done, total: None,
+            lambda progress: None,
         )
-        friends = forget.remove_outside_log(self._client, settings.namespace, player, found)
+        friends = forget.remove_outside_log(self._client, settings.namespace, player, found, where)
         return forget.receipt(player, where, found, time.time_ns() // 1_000_000, friends)
 
 
@@ -129,7 +161,8 @@ async def erase_player(
         raise ApiError(
             HTTPStatus.NOT_FOUND,
             "NOT_FOUND",
-            f"player {playerId!r} is on no board and in no friend set: nothing to erase",
+            f"player {playerId!r} is on no board, in no friend set, has no profile and no "
+            "team: nothing to erase",
         ) from None
     except QueryError as exc:  # the job did not apply it in time
         raise ApiError(HTTPStatus.GATEWAY_TIMEOUT, "TIMEOUT", str(exc)) from exc

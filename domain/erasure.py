@@ -65,6 +65,9 @@ def erased_keys(keys: GroupKeys, registry: set[str]) -> dict[str, list[str]]:
     profile projection, team membership, per-entry metadata, dense-rank counts)
     joins this list and is removed there, and ``readers.erasure.find`` (what
     ``lb forget`` reports and waits for) and docs/SECURITY.md's table name it too.
+    A player's profile and team membership are not a group's: they come from
+    their own compacted topics, where ``lb forget`` produces a tombstone beside
+    this record (``readers.erasure.produce``).
 
     * ``boards``: every registered board (sorted sets: the player's member);
     * ``attempts``: every tournament's attempts hash (the player's field).
@@ -89,11 +92,28 @@ class Removed:
 
 
 @dataclass(frozen=True, slots=True)
+class Tombstone:
+    """A tombstone (a record without a value) an erasure produced on a compacted topic."""
+
+    topic: str
+    partition: int
+    offset: int
+
+    def as_json(self) -> dict[str, object]:
+        return {"topic": self.topic, "partition": self.partition, "offset": self.offset}
+
+
+@dataclass(frozen=True, slots=True)
 class Receipt:
-    """What an erasure removed, where its record is, and when it was requested and done.
+    """What an erasure removed, where its records are, and when it was requested and done.
 
     ``done_ms`` is None when nobody waited for the job (``lb forget --no-wait``):
-    ``removed`` is then what the boards held when the record was produced.
+    ``removed``, ``profile`` and ``teams`` are then what Redis held when the
+    records were produced. ``profile`` says whether the player had a profile;
+    ``teams`` holds the (game, team) memberships the player had;
+    ``profile_record`` and ``teams_record`` are the tombstones produced on the
+    profiles and membership topics (None: that topic does not exist, or no game
+    keeps team boards).
     """
 
     player: str
@@ -106,6 +126,10 @@ class Receipt:
     removed: tuple[Removed, ...]
     friend_sets: int
     followers: int
+    profile: bool = False
+    profile_record: Tombstone | None = None
+    teams: tuple[tuple[str, str], ...] = ()
+    teams_record: Tombstone | None = None
 
     def as_json(self) -> dict[str, object]:
         """The receipt as JSON (``lb forget --json`` and the HTTP route)."""
@@ -127,4 +151,12 @@ class Receipt:
             "games": {game: by_game[game] for game in sorted(by_game)},
             "friendSets": self.friend_sets,
             "followers": self.followers,
+            "profile": {
+                "removed": self.profile,
+                "record": None if self.profile_record is None else self.profile_record.as_json(),
+            },
+            "teams": {
+                "removed": [{"game": game, "teamId": team} for game, team in self.teams],
+                "record": None if self.teams_record is None else self.teams_record.as_json(),
+            },
         }

@@ -294,7 +294,7 @@ class BoardPlanner:
                 state.next_piece()
             write = GroupWrite(keys=keys, seen_ttl_s=self._seen_ttl_s, expected=watermark)
             fold(state, piece, write)
-            emit(state, group, write, plan, self._changes)
+            emit(state, write, plan, self._changes, game)
             if dense:
                 write.distinct = distinct_writes(state, game, write)
                 if game.shards > 1:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from domain.games import GameConfig
+from domain.keys import game_of_tag
 from domain.planner.model import (
     UNKNOWN,
     Change,
     EntryMetadata,
-    Group,
     GroupWrite,
     TeamSync,
     WritePlan,
@@ -21,11 +21,13 @@ if TYPE_CHECKING:
     from domain.planner.fold import Fold
 
 
-def emit(fold: Fold, group: Group, write: GroupWrite, plan: WritePlan, changes: bool) -> None:
+def emit(fold: Fold, write: GroupWrite, plan: WritePlan, changes: bool, game: GameConfig) -> None:
     """The piece's changed members into ``write``; the players' values into the plan.
 
     Per (board, player) only the piece's final value is written, and only when
-    it differs from the value before the piece.
+    it differs from the value before the piece. ``game`` is the group's game
+    (its catalog rules when only an erasure reaches the group: an erasure
+    names no game, yet a team game's team boards must lose what it removes).
     """
     fold.tally.emit(write, plan)
     keys = fold.keys
@@ -51,16 +53,12 @@ def emit(fold: Fold, group: Group, write: GroupWrite, plan: WritePlan, changes: 
         cache_updates[(tag, player)] = (
             {w: v for w, v in mine.items() if v != UNKNOWN} if retracted else mine
         )
-    # The game of a record that names one (an erasure names none, and
-    # removes values as unknown, which need no decoding).
-    named = next((rec for rec in group.records if rec.windows), group.records[0])
-    game = named.game
     if changes or game.teams is not None:
         found = group_changes(game, initial, working)
         if changes:
             write.changes = found
         if game.teams is not None and found:
-            write.teams = team_sync(keys.namespace, named.event.game_id, game, found)
+            write.teams = team_sync(keys.namespace, game_of_tag(tag), game, found)
     if fold.setters:
         emit_metadata(fold, write)
 

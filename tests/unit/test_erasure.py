@@ -16,11 +16,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from domain.erasure import ERASE_ALL_GAMES, Receipt, Removed, erased_keys, is_erasure
+from domain.erasure import (
+    ERASE_ALL_GAMES,
+    Receipt,
+    Removed,
+    Tombstone,
+    erased_keys,
+    is_erasure,
+)
 from domain.events import EventKind
 from domain.games import GameCatalog
 from domain.keys import GroupKeys
 from domain.planner import BoardPlanner
+from domain.planner.model import WritePlan
 from domain.records import Accepted, CheckedBatch, RecordBatch, SourceRecord
 from domain.signing import Keyring, parse_keyring, signed_event
 from domain.validation import SCHEMA as SCHEMA_CODE
@@ -183,6 +191,52 @@ def test_erasure_in_the_middle_of_a_batch_keeps_log_order_and_replays_the_same()
     assert two.boards() == one.boards()
 
 
+TEAM_CATALOG = GameCatalog.from_toml(
+    """
+[default]
+max_score = 1000
+[games."squad"]
+max_score = 1000
+teams = "sum"
+"""
+)
+
+
+class _Recording(BoardModel):
+    """The board model, keeping every plan it applied."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plans: list[WritePlan] = []
+
+    def apply(self, plan: WritePlan, limit: int | None = None) -> list[int]:
+        self.plans.append(plan)
+        return super().apply(plan, limit)
+
+
+def test_an_erasure_alone_in_a_team_games_group_takes_the_player_out_of_the_team_boards() -> None:
+    # An erasure names no game; the group's team boards are the catalog's game's.
+    validator = Validator(TEAM_CATALOG, decode_verifier(KEYS, CODEC, "native"))
+
+    def batch(*records: SourceRecord) -> CheckedBatch:
+        checked = validator.check_batch(RecordBatch("t", 0, tuple(records)))
+        assert not checked.dead, checked.dead
+        return checked
+
+    planner = BoardPlanner("lb", 300_000, games=TEAM_CATALOG.lookup)
+    model = _Recording()
+    project([batch(_score(0, "p1", "squad", 70), _score(1, "p2", "squad", 50))], planner, model)
+    model.plans.clear()
+    project([batch(_erase(2, "p1"))], planner, model)
+    (plan,) = model.plans
+    (write,) = plan.groups
+    assert write.teams is not None
+    assert write.teams.keys.game_id == "squad"
+    removed = {(c.window_id, c.player_id, c.new) for c in write.teams.changes}
+    assert removed == {(w, "p1", None) for w in ("alltime", _daily(), _weekly())}
+    assert set(write.teams.slots) == {"alltime", _daily(), _weekly()}
+
+
 def test_erased_keys_lists_boards_and_tournament_attempts() -> None:
     keys = GroupKeys("lb", "cup")
     reach = erased_keys(keys, {"alltime", "tournament:spring"})
@@ -212,6 +266,36 @@ def test_the_receipt_groups_boards_by_game() -> None:
         "g2": [{"board": "daily:2026-05-04", "score": None}],
     }
     assert answer["record"] == {"topic": "t", "partition": 2, "offset": 41, "eventId": "erase:x"}
+    assert answer["profile"] == {"removed": False, "record": None}
+    assert answer["teams"] == {"removed": [], "record": None}
+
+
+def test_the_receipt_names_the_profile_and_membership_tombstones() -> None:
+    receipt = Receipt(
+        "p1",
+        "t",
+        2,
+        41,
+        "erase:x",
+        1000,
+        2000,
+        (),
+        0,
+        0,
+        profile=True,
+        profile_record=Tombstone("t.profiles", 1, 7),
+        teams=(("squad", "red"),),
+        teams_record=Tombstone("team-membership", 3, 9),
+    )
+    answer = receipt.as_json()
+    assert answer["profile"] == {
+        "removed": True,
+        "record": {"topic": "t.profiles", "partition": 1, "offset": 7},
+    }
+    assert answer["teams"] == {
+        "removed": [{"game": "squad", "teamId": "red"}],
+        "record": {"topic": "team-membership", "partition": 3, "offset": 9},
+    }
 
 
 def test_archives_are_rewritten_without_the_player_and_the_manifest_follows(
