@@ -14,6 +14,9 @@ unsigned or badly signed, it is dead-lettered with the same codes.
 The job turns it into one removal per board group its partition ever wrote
 (:func:`erased_keys` says what each group loses), applied in the group's atomic
 write under the watermark check, so a replay or a rebuild gives the same result.
+Beside it, ``lb forget`` produces a tombstone keyed by the player on the
+profiles topic and the team-membership topic (:class:`Tombstone`), which their
+own projections apply the same way.
 """
 
 from __future__ import annotations
