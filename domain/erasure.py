@@ -115,8 +115,8 @@ class Receipt:
     records were produced. ``profile`` says whether the player had a profile;
     ``teams`` holds the (game, team) memberships the player had;
     ``profile_record`` and ``teams_record`` are the tombstones produced on the
-    profiles and membership topics (None: that topic does not exist, or no game
-    keeps team boards).
+    profiles and membership topics (None: that topic does not exist, or, for the
+    membership, no game keeps team boards).
     """
 
     player: str

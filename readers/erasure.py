@@ -35,7 +35,6 @@ from domain.keys import GroupKeys, watermark_field
 from domain.profiles import ProfileKeys, bucket_of
 from domain.signing import Keyring, signed_event
 from domain.teams import TeamKeys
-from jobs.teams import ensure_membership_topic
 from readers.games import glob_escape
 from schemas.codec import ScoreEventCodec
 
@@ -71,7 +70,8 @@ class Topics:
 
     ``profiles`` is None when the profiles topic does not exist (no profile was
     ever produced, so there is none to erase); ``teams`` is None when no game
-    keeps team boards (nothing reads the membership topic).
+    keeps team boards (nothing reads the membership topic) or the topic does
+    not exist (no membership was ever produced).
     """
 
     scores: str
@@ -147,16 +147,19 @@ def find(client: RedisClient, namespace: str, player: str, catalog: GameCatalog)
     return Presence(tuple(boards), tuple(own), tuple(followed), profile, tuple(teams))
 
 
-def topics(settings: Settings, catalog: GameCatalog) -> Topics:
-    """The topics an erasure writes to; creates the membership topic when a game needs it."""
+def _exists(settings: Settings, topic: str) -> bool:
     try:
-        topic_partitions(quiet_kafka_config(settings), settings.profiles_topic, timeout_s=10)
-        profiles: str | None = settings.profiles_topic
+        topic_partitions(quiet_kafka_config(settings), topic, timeout_s=10)
     except MissingTopic:
-        profiles = None
+        return False
+    return True
+
+
+def topics(settings: Settings, catalog: GameCatalog) -> Topics:
+    """The topics an erasure writes to: a topic that does not exist holds nobody to erase."""
+    profiles = settings.profiles_topic if _exists(settings, settings.profiles_topic) else None
     teams = None
-    if catalog.team_games():
-        ensure_membership_topic(settings)
+    if catalog.team_games() and _exists(settings, settings.teams_topic):
         teams = settings.teams_topic
     return Topics(settings.topic, profiles, teams)
 
