@@ -23,6 +23,11 @@ tournaments        1 (HGET attempts per        the same, with the sharded rank
                    tournament entered
 =================  ==========================  ==================================
 
+With ``profiles=True`` a top page by offset and an around window of an
+unsharded board on a standalone Redis stay one script call, which also reads
+the entries' metadata and the players' profiles (:mod:`readers.page_profiles`);
+elsewhere the profiles take one more round trip (one per node on a cluster).
+
 The two scripts exist because the second half of each answer depends on the
 first (the percentile needs the player's score; the neighbour window needs the
 player's rank): in Lua both halves run in one round trip *and* see one
