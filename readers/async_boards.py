@@ -81,7 +81,7 @@ class AsyncBoardReader:
             return await self._hydrated(page, profiles)
         if profiles and page_profiles.one_script(self._client, board):
             keys = page_profiles.keys_of(board, self.sync.namespace)
-            args = [page_profiles.meta_flag(board), offset, offset + limit]
+            args = [page_profiles.meta_flag(board), offset, offset + limit, "1"]
             reply = await _call(page_profiles.TOP_SCRIPT.run_async(self._client, keys, args))
             parts = page_profiles.PageParts(*reply)
             answer = self.sync.top_answer(board, parts.members, offset + 1, limit)
@@ -158,9 +158,9 @@ class AsyncBoardReader:
                 ranks=ranks,
                 profiles=profiles,
             )
-        if profiles and page_profiles.one_script(self._client, board):
-            keys = page_profiles.keys_of(board, self.sync.namespace)
-            args = [page_profiles.meta_flag(board), player_id, k]
+        if page_profiles.one_script(self._client, board, profiles):
+            keys = page_profiles.keys_of(board, self.sync.namespace, profiles)
+            args = [page_profiles.meta_flag(board), player_id, k, "1" if profiles else "0"]
             reply = await _call(page_profiles.AROUND_SCRIPT.run_async(self._client, keys, args))
             hydrated, parts = self.sync.around_hydrated_answer(board, reply, k)
             if parts is not None:

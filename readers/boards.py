@@ -312,7 +312,7 @@ class BoardReader:
     def _top_hydrated(self, mode: str, board: Board, offset: int, limit: int) -> TopPage:
         """An offset page with its metadata and profiles: one script call."""
         keys = page_profiles.keys_of(board, self.namespace)
-        args = [page_profiles.meta_flag(board), offset, offset + limit]
+        args = [page_profiles.meta_flag(board), offset, offset + limit, "1"]
         parts = page_profiles.PageParts(*call(page_profiles.TOP_SCRIPT, self._client, keys, args))
         answer = self.top_answer(board, parts.members, offset + 1, limit)
         parts.put(answer["entries"])
@@ -511,8 +511,8 @@ class BoardReader:
         board = self.around_plan(game_id, player_id, window_spec, k, now_ms=now_ms)
         if mode == "dense":
             check_dense(board)
-        if profiles and page_profiles.one_script(self._client, board):
-            return self._around_hydrated(mode, board, player_id, k)
+        if page_profiles.one_script(self._client, board, profiles):
+            return self._around_one_call(mode, board, player_id, k, profiles)
         found = (
             around_sharded(self._client, board, player_id, k)
             if board.sharded
@@ -527,10 +527,12 @@ class BoardReader:
             ProfileReader(self._client, self.namespace).hydrate(answer)
         return answer
 
-    def _around_hydrated(self, mode: str, board: Board, player_id: str, k: int) -> AroundAnswer:
-        """The around window with its metadata and profiles: one script call."""
-        keys = page_profiles.keys_of(board, self.namespace)
-        args = [page_profiles.meta_flag(board), player_id, k]
+    def _around_one_call(
+        self, mode: str, board: Board, player_id: str, k: int, profiles: bool
+    ) -> AroundAnswer:
+        """The around window with its metadata (and profiles if asked): one script call."""
+        keys = page_profiles.keys_of(board, self.namespace, profiles)
+        args = [page_profiles.meta_flag(board), player_id, k, "1" if profiles else "0"]
         reply = call(page_profiles.AROUND_SCRIPT, self._client, keys, args)
         answer, parts = self.around_hydrated_answer(board, reply, k)
         lines = around_lines(answer)
@@ -542,7 +544,7 @@ class BoardReader:
     def around_hydrated_answer(
         self, board: Board, reply: Sequence[Any] | None, k: int
     ) -> tuple[AroundAnswer, page_profiles.PageParts | None]:
-        """The answer (ranks unique) and its page's parts from the hydrated AROUND_SCRIPT."""
+        """The answer (ranks unique) and its page's parts from ``page_profiles.AROUND_SCRIPT``."""
         if reply is None:
             return self.around_answer(board, None), None
         rank0, page, metadata, found = reply

@@ -9,9 +9,13 @@ bucket hashes as keys and finds each player's bucket itself (CRC-32 of the
 playerId, as :func:`domain.profiles.bucket_of`, computed four bits at a time
 with a sixteen-entry table).
 
-A Redis Cluster cannot run that script (the board and the profile buckets
-hash to different slots), nor can a sharded board's read (several slots): those
-read the page first, then the profiles with
+Without profiles, :data:`AROUND_SCRIPT` is every around read of an unsharded
+board (on a cluster too: the board and its metadata share a slot), so the
+window and its metadata are one call either way.
+
+A Redis Cluster cannot run a script over the board and the profile buckets
+(they hash to different slots), nor can a sharded board's read (several
+slots): those read the page first, then the profiles with
 :meth:`readers.profiles.ProfileReader.lookup` (one pipeline, one round trip
 per node holding a bucket).
 """
@@ -89,7 +93,7 @@ end
 )
 
 #: KEYS[1] board, KEYS[2] its entry-metadata hash, KEYS[3..] the profile buckets 0..15;
-#: ARGV[1] '1' to read metadata, ARGV[2] start, ARGV[3] stop (ZREVRANGE).
+#: ARGV[1] '1' to read metadata, ARGV[2] start, ARGV[3] stop (ZREVRANGE), ARGV[4] '1'.
 #: Returns {flat member, composite, ...; metadata or nil; profiles (nil: none)}.
 TOP_SCRIPT = Script(
     _PROFILES_LUA
@@ -100,9 +104,10 @@ return {page, metadata(members), profiles(members, 3)}
 """
 )
 
-#: KEYS as :data:`TOP_SCRIPT`; ARGV[1] '1' to read metadata, ARGV[2] playerId, ARGV[3] k.
-#: Returns nil, or {0-based ZREVRANK, {member, composite, ...} of ranks r-k .. r+k,
-#: metadata or nil, profiles (nil: none)}.
+#: KEYS as :data:`TOP_SCRIPT` (only the first two without profiles); ARGV[1] '1' to read
+#: metadata, ARGV[2] playerId, ARGV[3] k, ARGV[4] '1' to read profiles. Returns nil, or
+#: {0-based ZREVRANK, {member, composite, ...} of ranks r-k .. r+k, metadata or nil,
+#: profiles (nil: none) or nil}.
 AROUND_SCRIPT = Script(
     _PROFILES_LUA
     + """
@@ -113,21 +118,28 @@ local lo = r - k
 if lo < 0 then lo = 0 end
 local page = redis.call('ZREVRANGE', KEYS[1], lo, r + k, 'WITHSCORES')
 local members = members_of(page)
-return {r, page, metadata(members), profiles(members, 3)}
+local found = false
+if ARGV[4] == '1' then found = profiles(members, 3) end
+return {r, page, metadata(members), found}
 """
 )
 
 
-def one_script(client: RedisClient | AsyncRedisClient, board: Board) -> bool:
-    """Whether one script can read ``board``'s page with its profiles (standalone, unsharded)."""
+def one_script(client: RedisClient | AsyncRedisClient, board: Board, profiles: bool = True) -> bool:
+    """Whether one script can read ``board``'s page (with its profiles if ``profiles``).
+
+    An unsharded board and its metadata share a slot; the profile buckets are
+    on other slots, which only a standalone Redis lets one script reach.
+    """
     cluster = isinstance(client, RedisCluster | redis.asyncio.cluster.RedisCluster)
-    return not cluster and not board.sharded
+    return not board.sharded and not (profiles and cluster)
 
 
-def keys_of(board: Board, namespace: str) -> list[str]:
-    """The scripts' keys: the board, its entry-metadata hash, every profile bucket."""
+def keys_of(board: Board, namespace: str, profiles: bool = True) -> list[str]:
+    """The scripts' keys: the board, its entry-metadata hash, every profile bucket if asked."""
     key = board.keys[0]
-    return [key, entry_metadata_key(key), *(b.profiles for b in all_buckets(namespace))]
+    buckets = [b.profiles for b in all_buckets(namespace)] if profiles else []
+    return [key, entry_metadata_key(key), *buckets]
 
 
 def meta_flag(board: Board) -> str:
@@ -140,22 +152,24 @@ class PageParts:
 
     __slots__ = ("members", "metadata", "profiles")
 
-    def __init__(self, page: Sequence[Any], metadata: Any, profiles: Sequence[Any]) -> None:
+    def __init__(self, page: Sequence[Any], metadata: Any, profiles: Sequence[Any] | None) -> None:
         self.members: list[Member] = flat_members(page)
         self.metadata: list[str | None] = (
             [None] * len(self.members)
             if not metadata
             else [None if v is None else text_of(v) for v in metadata]
         )
-        self.profiles: list[Profile | None] = [
-            None if raw is None else stored_profile(raw) for raw in profiles
-        ]
+        #: None: the profiles were not read (the lines get no ``profile`` field).
+        self.profiles: list[Profile | None] | None = (
+            None
+            if profiles is None
+            else [None if r is None else stored_profile(r) for r in profiles]
+        )
 
-    def put(self, lines: Sequence[Entry], skip: int = 0) -> None:
-        """Give ``lines`` (the page's members from ``skip`` on) their metadata and profiles."""
-        for line, meta, profile in zip(
-            lines, self.metadata[skip:], self.profiles[skip:], strict=False
-        ):
+    def put(self, lines: Sequence[Entry]) -> None:
+        """Give ``lines`` (the page's first members) their metadata and profiles."""
+        for at, (line, meta) in enumerate(zip(lines, self.metadata, strict=False)):
             if meta is not None:
                 line["metadata"] = meta
-            line["profile"] = profile
+            if self.profiles is not None:
+                line["profile"] = self.profiles[at]
