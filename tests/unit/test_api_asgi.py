@@ -70,7 +70,7 @@ class FakeBoards:
         window, rows = self._rows(game_id, window_spec, now_ms)
         more = offset + limit < len(rows)
         page = {"window": window, "entries": rows[offset : offset + limit]}
-        return _profiled(cast(TopPage, {**page, "nextCursor": "next" if more else None}), profiles)
+        return cast(TopPage, _profiled({**page, "nextCursor": "next" if more else None}, profiles))
 
     async def rank(
         self, game_id: str, player_id: str, window_spec: str, *, now_ms: int, ranks: str = "unique"
@@ -107,7 +107,7 @@ class FakeBoards:
             "player": rows[at],
             "below": below,
         }
-        return _profiled(answer, profiles)
+        return cast(AroundAnswer, _profiled(answer, profiles))
 
 
 #: The profiles :class:`FakeProfiles` holds: ada has one, nobody else.
