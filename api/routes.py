@@ -54,7 +54,7 @@ from readers.async_boards import AsyncBoardReader
 from readers.boards import BoardReader
 from readers.friends import FriendsReader
 from readers.hot import HotReader
-from readers.profiles import AsyncProfileReader, ProfileReader
+from readers.profiles import ProfileReader
 
 router = APIRouter()
 
@@ -95,11 +95,6 @@ async def _sync_boards(request: Request) -> BoardReader:
     return reader
 
 
-async def _profiles(request: Request) -> AsyncProfileReader:
-    reader: AsyncProfileReader = request.app.state.async_profiles
-    return reader
-
-
 async def _sync_profiles(request: Request) -> ProfileReader:
     reader: ProfileReader = request.app.state.profiles
     return reader
@@ -123,7 +118,6 @@ FriendsOf = Annotated[FriendsReader, Depends(_friends)]
 Now = Annotated[int, Depends(_now)]
 HotOf = Annotated[HotReader, Depends(_hot)]
 SyncBoards = Annotated[BoardReader, Depends(_sync_boards)]
-Profiles = Annotated[AsyncProfileReader, Depends(_profiles)]
 SyncProfiles = Annotated[ProfileReader, Depends(_sync_profiles)]
 _NoQuery = Annotated[NoQuery, Query()]
 
@@ -144,16 +138,19 @@ async def top(
     game: GameId,
     q: Annotated[TopQuery, Query()],
     boards: AsyncBoards,
-    profiles: Profiles,
     now: Now,
 ) -> TopPage:
     """One page by offset or cursor; ``nextCursor`` is null at the end."""
-    page = await boards.top(
-        game, q.window, q.limit, q.offset, q.cursor or None, now_ms=now, ranks=q.rank_mode
+    return await boards.top(
+        game,
+        q.window,
+        q.limit,
+        q.offset,
+        q.cursor or None,
+        now_ms=now,
+        ranks=q.rank_mode,
+        profiles=q.profile,
     )
-    if q.profile:
-        await profiles.hydrate(page)
-    return page
 
 
 @router.get(
@@ -187,15 +184,14 @@ async def neighbors(
     player: PlayerId,
     q: Annotated[NeighborsQuery, Query()],
     boards: AsyncBoards,
-    profiles: Profiles,
     now: Now,
 ) -> AroundAnswer:
     """``above + [player] + below`` is one contiguous slice; 404 without a score."""
-    answer = await boards.around(game, player, q.window, q.k, now_ms=now, ranks=q.rank_mode)
+    answer = await boards.around(
+        game, player, q.window, q.k, now_ms=now, ranks=q.rank_mode, profiles=q.profile
+    )
     if answer["player"] is None:
         raise _absent(player, answer["window"])
-    if q.profile:
-        await profiles.hydrate(answer)
     return answer
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from redis.exceptions import RedisClusterException
@@ -22,8 +22,8 @@ from redis.exceptions import RedisClusterException
 from adapters.redis import AsyncRedisClient
 from domain.errors import ServiceError
 from domain.ranking import rank_mode, visible_rank
-from readers import entry_metadata
-from readers.board_reads import check_player_id, members_with_scores
+from readers import entry_metadata, page_profiles
+from readers.board_reads import Board, check_player_id, members_with_scores
 from readers.boards import (
     AROUND_SCRIPT,
     RANK_SCRIPT,
@@ -33,6 +33,9 @@ from readers.boards import (
     TopPage,
     around_lines,
 )
+from readers.profiles import AsyncProfileReader
+
+_Page = TypeVar("_Page", TopPage, AroundAnswer)
 
 
 async def _call(command: Awaitable[Any]) -> Any:
@@ -59,12 +62,13 @@ class AsyncBoardReader:
         *,
         now_ms: int,
         ranks: str = "unique",
+        profiles: bool = False,
     ) -> TopPage:
         board, after = self.sync.top_plan(
             game_id, window_spec, limit, offset, cursor, now_ms=now_ms
         )
         if after is not None or board.sharded or rank_mode(ranks) != "unique":
-            return await asyncio.to_thread(
+            page = await asyncio.to_thread(
                 self.sync.top,
                 game_id,
                 window_spec,
@@ -74,6 +78,25 @@ class AsyncBoardReader:
                 now_ms=now_ms,
                 ranks=ranks,
             )
+            return await self._hydrated(page, profiles)
+        if profiles and page_profiles.one_script(self._client, board):
+            keys = page_profiles.keys_of(board, self.sync.namespace)
+            args = [page_profiles.meta_flag(board), offset, offset + limit, "1"]
+            reply = await _call(page_profiles.TOP_SCRIPT.run_async(self._client, keys, args))
+            parts = page_profiles.PageParts(*reply)
+            answer = self.sync.top_answer(board, parts.members, offset + 1, limit)
+            parts.put(answer["entries"])
+            return answer
+        return await self._hydrated(await self._top_unique(board, offset, limit), profiles)
+
+    async def _hydrated(self, answer: _Page, profiles: bool) -> _Page:
+        """``answer``, its entries given their profiles when ``profiles`` (one round trip)."""
+        if profiles:
+            await AsyncProfileReader(self._client, self.sync.namespace).hydrate(answer)
+        return answer
+
+    async def _top_unique(self, board: Board, offset: int, limit: int) -> TopPage:
+        """An unsharded board's offset page, unique ranks, with its metadata."""
         if not entry_metadata.wanted(board, 1):
             pairs = await _call(
                 self._client.zrevrange(board.keys[0], offset, offset + limit, withscores=True)
@@ -121,13 +144,29 @@ class AsyncBoardReader:
         *,
         now_ms: int,
         ranks: str = "unique",
+        profiles: bool = False,
     ) -> AroundAnswer:
         board = self.sync.around_plan(game_id, player_id, window_spec, k, now_ms=now_ms)
         if board.sharded or rank_mode(ranks) != "unique":
             return await asyncio.to_thread(
-                self.sync.around, game_id, player_id, window_spec, k, now_ms=now_ms, ranks=ranks
+                self.sync.around,
+                game_id,
+                player_id,
+                window_spec,
+                k,
+                now_ms=now_ms,
+                ranks=ranks,
+                profiles=profiles,
             )
+        if page_profiles.one_script(self._client, board, profiles):
+            keys = page_profiles.keys_of(board, self.sync.namespace, profiles)
+            args = [page_profiles.meta_flag(board), player_id, k, "1" if profiles else "0"]
+            reply = await _call(page_profiles.AROUND_SCRIPT.run_async(self._client, keys, args))
+            hydrated, parts = self.sync.around_hydrated_answer(board, reply, k)
+            if parts is not None:
+                parts.put(around_lines(hydrated))
+            return hydrated
         reply = await _call(AROUND_SCRIPT.run_async(self._client, [board.keys[0]], [player_id, k]))
         answer = self.sync.around_answer(board, self.sync.parse_around_reply(reply, k))
         await entry_metadata.attach_async(self._client, board, around_lines(answer))
-        return answer
+        return await self._hydrated(answer, profiles)

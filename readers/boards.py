@@ -23,6 +23,11 @@ tournaments        1 (HGET attempts per        the same, with the sharded rank
                    tournament entered
 =================  ==========================  ==================================
 
+With ``profiles=True`` a top page by offset and an around window of an
+unsharded board on a standalone Redis stay one script call, which also reads
+the entries' metadata and the players' profiles (:mod:`readers.page_profiles`);
+elsewhere the profiles take one more round trip (one per node on a cluster).
+
 The two scripts exist because the second half of each answer depends on the
 first (the percentile needs the player's score; the neighbour window needs the
 player's rank): in Lua both halves run in one round trip *and* see one
@@ -79,7 +84,7 @@ from domain.ranking import (
 )
 from domain.topk import global_top_key
 from domain.windows import Window, WindowKind
-from readers import entry_metadata
+from readers import entry_metadata, page_profiles
 from readers.answers import (
     AroundAnswer,
     PlayerTournament,
@@ -102,6 +107,7 @@ from readers.board_reads import (
 )
 from readers.dense import check_dense, distinct_ahead, share_dense
 from readers.player_tournaments import player_tournaments
+from readers.profiles import ProfileReader
 from readers.sketches import SketchCache, approximate_percentile
 
 #: A published sketch older than this is not used (the exact count is).
@@ -264,6 +270,7 @@ class BoardReader:
         *,
         now_ms: int,
         ranks: str = "unique",
+        profiles: bool = False,
     ) -> TopPage:
         """One page of the board, best first, by ``offset`` or after a ``cursor``.
 
@@ -272,13 +279,17 @@ class BoardReader:
         name two different starting points. ``ranks="competition"`` gives equal
         scores one shared rank (one more O(log N) count per key); ``ranks="dense"``
         also gives the next score the next rank (``readers.dense``: one O(log N)
-        count, on games that keep distinct-score counts).
+        count, on games that keep distinct-score counts). ``profiles=True`` gives
+        every entry its player's profile (``readers.page_profiles``: in the same
+        script call as the page where one script reaches both).
         """
         mode = rank_mode(ranks)
         board, after = self.top_plan(game_id, window_spec, limit, offset, cursor, now_ms=now_ms)
         metadata: list[str | None] | None = None
         if mode == "dense":
             check_dense(board)
+        if profiles and after is None and page_profiles.one_script(self._client, board):
+            return self._top_hydrated(mode, board, offset, limit)
         if after is not None:
             members, first_rank = page_after_position(
                 self._client, board, after.position, limit + 1
@@ -294,6 +305,18 @@ class BoardReader:
             entry_metadata.attach(self._client, board, answer["entries"])
         else:
             entry_metadata.put(answer["entries"], metadata[: len(answer["entries"])])
+        if profiles:
+            ProfileReader(self._client, self.namespace).hydrate(answer)
+        return answer
+
+    def _top_hydrated(self, mode: str, board: Board, offset: int, limit: int) -> TopPage:
+        """An offset page with its metadata and profiles: one script call."""
+        keys = page_profiles.keys_of(board, self.namespace)
+        args = [page_profiles.meta_flag(board), offset, offset + limit, "1"]
+        parts = page_profiles.PageParts(*call(page_profiles.TOP_SCRIPT, self._client, keys, args))
+        answer = self.top_answer(board, parts.members, offset + 1, limit)
+        parts.put(answer["entries"])
+        self._other_ranks(mode, board, answer["entries"])
         return answer
 
     # -- competition ranks ("1224") ---------------------------------------------------
@@ -478,12 +501,18 @@ class BoardReader:
         *,
         now_ms: int,
         ranks: str = "unique",
+        profiles: bool = False,
     ) -> AroundAnswer:
-        """The ``k`` players right above and right below a player (fewer at the edges)."""
+        """The ``k`` players right above and right below a player (fewer at the edges).
+
+        ``profiles=True`` gives every line its player's profile, as :meth:`top`.
+        """
         mode = rank_mode(ranks)
         board = self.around_plan(game_id, player_id, window_spec, k, now_ms=now_ms)
         if mode == "dense":
             check_dense(board)
+        if page_profiles.one_script(self._client, board, profiles):
+            return self._around_one_call(mode, board, player_id, k, profiles)
         found = (
             around_sharded(self._client, board, player_id, k)
             if board.sharded
@@ -494,7 +523,34 @@ class BoardReader:
             lines = [*answer["above"], answer["player"], *answer["below"]]
             self._other_ranks(mode, board, lines)
         entry_metadata.attach(self._client, board, around_lines(answer))
+        if profiles:
+            ProfileReader(self._client, self.namespace).hydrate(answer)
         return answer
+
+    def _around_one_call(
+        self, mode: str, board: Board, player_id: str, k: int, profiles: bool
+    ) -> AroundAnswer:
+        """The around window with its metadata (and profiles if asked): one script call."""
+        keys = page_profiles.keys_of(board, self.namespace, profiles)
+        args = [page_profiles.meta_flag(board), player_id, k, "1" if profiles else "0"]
+        reply = call(page_profiles.AROUND_SCRIPT, self._client, keys, args)
+        answer, parts = self.around_hydrated_answer(board, reply, k)
+        lines = around_lines(answer)
+        self._other_ranks(mode, board, lines)
+        if parts is not None:
+            parts.put(lines)
+        return answer
+
+    def around_hydrated_answer(
+        self, board: Board, reply: Sequence[Any] | None, k: int
+    ) -> tuple[AroundAnswer, page_profiles.PageParts | None]:
+        """The answer (ranks unique) and its page's parts from ``page_profiles.AROUND_SCRIPT``."""
+        if reply is None:
+            return self.around_answer(board, None), None
+        rank0, page, metadata, found = reply
+        parts = page_profiles.PageParts(page, metadata, found)
+        above, me, below = split_window(parts.members, rank0 - max(0, rank0 - k))
+        return self.around_answer(board, (rank0 + 1, above, me, below)), parts
 
     def around_plan(
         self, game_id: str, player_id: str, window_spec: str, k: int, *, now_ms: int

@@ -21,7 +21,6 @@ from domain.ranking import RANK_MODES, Entry
 from readers import game_catalog, redis_client
 from readers.boards import BoardReader
 from readers.games import what_exists_instead
-from readers.profiles import Page, ProfileReader
 
 WINDOW_HELP = (
     "alltime, hourly, daily, weekly, monthly (the current one, in the game's reset "
@@ -84,12 +83,6 @@ def _name(row: Entry) -> str:
     return row["playerId"] if not profile else f"{row['playerId']} ({profile['displayName']})"
 
 
-def _hydrated(settings: Settings, reader: BoardReader, answer: Page, wanted: bool) -> None:
-    """Add each entry's profile when asked (``--profiles``): one round trip."""
-    if wanted:
-        ProfileReader(reader.client, settings.namespace).hydrate(answer)
-
-
 def _top(args: argparse.Namespace) -> int:
     if args.watch:
         return _watch(args)
@@ -103,10 +96,10 @@ def _top(args: argparse.Namespace) -> int:
         args.cursor,
         now_ms=now_ms(),
         ranks=args.rank_mode,
+        profiles=args.profiles,
     )
     if not page["entries"] and not args.offset and not args.cursor:
         must_have_boards(settings, args.game)
-    _hydrated(settings, reader, page, args.profiles)
     if args.json:
         emit(page)
         return 0
@@ -173,11 +166,16 @@ def _around(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     reader = board_reader(settings)
     answer = reader.around(
-        args.game, args.player, args.window, args.k, now_ms=now_ms(), ranks=args.rank_mode
+        args.game,
+        args.player,
+        args.window,
+        args.k,
+        now_ms=now_ms(),
+        ranks=args.rank_mode,
+        profiles=args.profiles,
     )
     if answer["player"] is None:
         must_have_boards(settings, args.game)
-    _hydrated(settings, reader, answer, args.profiles)
     if args.json:
         emit(answer)
     elif answer["player"] is None:

@@ -8,16 +8,20 @@ profiles cost one batched lookup (counted with Redis's own command stats).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
+import redis.asyncio
 from redis.cluster import RedisCluster
 
 from adapters.redis import RedisClient, text
 from config.settings import Settings
+from domain.games import GameCatalog, GameConfig
+from domain.keys import entry_metadata_key
 from domain.profiles import (
     BUCKETS,
     ProfileKeys,
@@ -33,6 +37,8 @@ from producer.profiles import (
     produce_profile,
     profile_producer,
 )
+from readers.async_boards import AsyncBoardReader
+from readers.boards import BoardReader
 from readers.profiles import ProfileReader
 from schemas.profile_codec import ProfileCodec
 from tests.integration.streams import KEYS, lb, read_dead_letters, stream_and_env
@@ -270,6 +276,92 @@ def test_a_page_costs_one_lookup_per_node_on_a_cluster(
     ]
     assert page["player"]["profile"] == _named(players[0])
     assert page["below"][6]["profile"] is None  # c0007: no profile, still answered
+
+
+#: Ids of every length and some non-ASCII bytes: the script's CRC-32 must agree with zlib's.
+PAGE_PLAYERS = ["é" * (i % 3) + "x" * (i % 11) + f"h{i}" for i in range(60)]
+
+
+def _seed_board(client: RedisClient, namespace: str) -> BoardReader:
+    """An all-time board of PAGE_PLAYERS (some tied, some with metadata, most with a profile)."""
+    reader = BoardReader(client, GameCatalog({}, GameConfig()), namespace)
+    board = reader.board("g1", "alltime", 0)
+    for i, player in enumerate(PAGE_PLAYERS):
+        key = board.keys[0]
+        client.zadd(key, {player: (i // 3) * board.codec.slots + i % board.codec.slots})
+        if i % 4 == 0:
+            client.hset(entry_metadata_key(key), player, f"car {i}")
+    _seed(client, namespace, PAGE_PLAYERS)
+    return reader
+
+
+def _pages(reader: BoardReader, profiles: bool) -> list[Any]:
+    """Top pages and around windows over the whole board, edges and absent players included."""
+    out: list[Any] = [
+        reader.top("g1", "alltime", limit, offset, now_ms=0, profiles=profiles)
+        for limit, offset in [(10, 0), (100, 0), (7, 55), (5, 80)]
+    ]
+    for player in [*PAGE_PLAYERS[::6], PAGE_PLAYERS[-1], "nobody"]:
+        for k, ranks in [(0, "unique"), (5, "unique"), (5, "competition"), (100, "unique")]:
+            args = ("g1", player, "alltime", k)
+            out.append(reader.around(*args, now_ms=0, ranks=ranks, profiles=profiles))
+    return out
+
+
+def test_a_hydrated_page_is_one_script_call_on_standalone_redis(
+    redis_client: redis.Redis, namespace: str
+) -> None:
+    reader = _seed_board(redis_client, namespace)
+    looked_up: list[Any] = [
+        ProfileReader(redis_client, namespace).hydrate(p) for p in _pages(reader, False)
+    ]
+    assert _pages(reader, True) == looked_up  # the same answers as a separate lookup
+    assert any(line.get("metadata") for line in looked_up[0]["entries"])
+    lines = looked_up[1]["entries"]
+    assert len(lines) == len(PAGE_PLAYERS)
+    for line in lines:  # players whose id ends in 7 have no profile and are still answered
+        assert (line["profile"] is None) == line["playerId"].endswith("7")
+    before = [_calls(redis_client, c) for c in ("evalsha", "hmget", "zrevrank")]
+    answer = reader.around("g1", PAGE_PLAYERS[20], "alltime", 5, now_ms=0, profiles=True)
+    after = [_calls(redis_client, c) for c in ("evalsha", "hmget", "zrevrank")]
+    # One command, whose script reads the window, its metadata and one HMGET per bucket.
+    buckets = {bucket_of(line["playerId"]) for line in [*answer["above"], *answer["below"]]}
+    buckets.add(bucket_of(PAGE_PLAYERS[20]))
+    assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1 + len(buckets), 1]
+
+
+def test_the_asyncio_reader_hydrates_the_same(
+    redis_client: redis.Redis, redis_url: str, namespace: str
+) -> None:
+    reader = _seed_board(redis_client, namespace)
+    lookup = ProfileReader(redis_client, namespace)
+    players = [PAGE_PLAYERS[0], PAGE_PLAYERS[31], "nobody"]
+
+    async def hydrated() -> list[Any]:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        try:
+            fast = AsyncBoardReader(reader, client)
+            out: list[Any] = [
+                await fast.around("g1", p, "alltime", 5, now_ms=0, profiles=True) for p in players
+            ]
+            out.append(await fast.top("g1", "alltime", 10, 3, now_ms=0, profiles=True))
+            return out
+        finally:
+            await client.aclose()
+
+    expected: list[Any] = [
+        lookup.hydrate(reader.around("g1", p, "alltime", 5, now_ms=0)) for p in players
+    ]
+    expected.append(lookup.hydrate(reader.top("g1", "alltime", 10, 3, now_ms=0)))
+    assert asyncio.run(hydrated()) == expected
+
+
+def test_a_hydrated_page_on_a_cluster_answers_the_same(
+    cluster_client: RedisCluster, namespace: str
+) -> None:
+    reader = _seed_board(cluster_client, namespace)
+    looked_up = [ProfileReader(cluster_client, namespace).hydrate(p) for p in _pages(reader, False)]
+    assert _pages(reader, True) == looked_up
 
 
 def test_job_projects_into_the_redis_cluster(

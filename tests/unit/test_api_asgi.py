@@ -65,11 +65,12 @@ class FakeBoards:
         *,
         now_ms: int,
         ranks: str = "unique",
+        profiles: bool = False,
     ) -> TopPage:
         window, rows = self._rows(game_id, window_spec, now_ms)
         more = offset + limit < len(rows)
         page = {"window": window, "entries": rows[offset : offset + limit]}
-        return cast(TopPage, {**page, "nextCursor": "next" if more else None})
+        return cast(TopPage, _profiled({**page, "nextCursor": "next" if more else None}, profiles))
 
     async def rank(
         self, game_id: str, player_id: str, window_spec: str, *, now_ms: int, ranks: str = "unique"
@@ -93,13 +94,20 @@ class FakeBoards:
         *,
         now_ms: int,
         ranks: str = "unique",
+        profiles: bool = False,
     ) -> AroundAnswer:
         window, rows = self._rows(game_id, window_spec, now_ms)
         at = next((i for i, row in enumerate(rows) if row["playerId"] == player_id), None)
         if at is None:
             return {"window": window, "above": [], "player": None, "below": []}
         above, below = rows[max(0, at - k) : at], rows[at + 1 : at + 1 + k]
-        return {"window": window, "above": above, "player": rows[at], "below": below}
+        answer: AroundAnswer = {
+            "window": window,
+            "above": above,
+            "player": rows[at],
+            "below": below,
+        }
+        return cast(AroundAnswer, _profiled(answer, profiles))
 
 
 #: The profiles :class:`FakeProfiles` holds: ada has one, nobody else.
@@ -112,11 +120,17 @@ class FakeProfiles:
     """The asyncio profile reader's hydration, from :data:`PROFILES` instead of Redis."""
 
     async def hydrate(self, answer: Any) -> Any:
+        return _profiled(answer, True)
+
+
+def _profiled(answer: Any, profiles: bool) -> Any:
+    """The readers' ``profiles=True``: every line given its profile from :data:`PROFILES`."""
+    if profiles:
         from readers.profiles import lines_of
 
         for line in lines_of(answer):
             line["profile"] = PROFILES.get(line["playerId"])
-        return answer
+    return answer
 
 
 def _app(*, hot_routes: bool, broken: bool = False) -> Any:
