@@ -128,8 +128,23 @@ def agree(
         if want != have:
             assert value is not None, (want, have)
             strict = _strict_code(codec, value)
+            if have == (None, DECODE) and want == (None, SCHEMA) and _overlong(value):
+                # An over-long varint before a bad string: the native reader stops at
+                # the varint, fastavro (and the strict reader) wrap it and reach the
+                # string. Both refuse; only the first fault each sees differs.
+                continue
             assert strict is not None and have == (None, strict), (value, want, have)
     return got
+
+
+def _overlong(value: bytes) -> bool:
+    """Whether the body holds a run of more than 10 varint continuation bytes."""
+    run = 0
+    for byte in value[5:]:
+        run = run + 1 if byte & 0x80 else 0
+        if run > 10:
+            return True
+    return False
 
 
 # -- inputs ---------------------------------------------------------------------------
