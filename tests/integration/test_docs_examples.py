@@ -242,7 +242,13 @@ class Runner:
         # A loaded machine can take longer than the few seconds above to import
         # and install the command's SIGTERM handler; a signal before that would
         # kill it by default (exit -15), which says nothing about the command.
-        poll("the command to handle SIGTERM", lambda: _handles_sigterm(proc.pid), 60)
+        # A command that starts processes of its own (lb run --processes 2) forwards
+        # the signal to them: they must have installed their handlers too.
+        poll(
+            "the command and its processes to handle SIGTERM",
+            lambda: all(map(_handles_sigterm, [proc.pid, *_descendants(proc.pid)])),
+            60,
+        )
         proc.send_signal(signal.SIGTERM)
         try:
             code = proc.wait(timeout=30)
@@ -343,6 +349,26 @@ def git_status(root: Path) -> list[str]:
         check=True,
     )
     return done.stdout.splitlines()
+
+
+def _descendants(pid: int) -> list[int]:
+    """The running processes below ``pid`` (children, theirs, ...), from /proc."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            parents[int(entry.name)] = int(stat[1])
+    found: list[int] = []
+    frontier = [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, of in parents.items() if of == parent]
+        found += children
+        frontier += children
+    return found
 
 
 def _handles_sigterm(pid: int) -> bool:
