@@ -45,6 +45,7 @@ from typing import Any
 
 from adapters.redis import Script, text
 from domain.keys import GroupKeys, tag_of
+from sinks.boards.encoding import key_indexer
 
 #: The game-wide counts' write (``dense_union.lua``).
 UNION_APPLY = Script(Path(__file__).with_name("dense_union.lua").read_text())
@@ -100,14 +101,7 @@ def union_call(outbox: str, field: str, entries: str, per: int) -> tuple[list[st
     """The game-wide write of one shard partition's queued entries (``dense_union.lua``)."""
     union, shard = game_keys(outbox)
     keys = [union.dense_applied]
-    index: dict[str, int] = {}
-
-    def key_index(key: str) -> int:
-        at = index.get(key)
-        if at is None:
-            keys.append(key)
-            at = index[key] = len(keys)
-        return at
+    key_index = key_indexer(keys)
 
     parsed: list[tuple[list[Any], list[Any]]] = []  # per entry: (offset, previous), boards
     for line in entries.splitlines():

@@ -22,6 +22,20 @@ from telemetry import hooks
 PER_COMMAND = 1000
 
 
+def key_indexer(keys: list[str]) -> Callable[[str], int]:
+    """Appends each new key to a script call's ``keys`` once; answers its ``KEYS[i]`` index."""
+    index: dict[str, int] = {}
+
+    def key_index(key: str) -> int:
+        at = index.get(key)
+        if at is None:
+            keys.append(key)
+            at = index[key] = len(keys)
+        return at
+
+    return key_index
+
+
 def refused_at(answer: int) -> int | None:
     """The watermark Redis held when it refused a group's write, else None.
 
@@ -67,14 +81,7 @@ def encode(
     sent last with the group's fence key.
     """
     keys: list[str] = [write.keys.watermarks, write.keys.stats, write.keys.boards]
-    index: dict[str, int] = {}
-
-    def key_index(key: str) -> int:
-        at = index.get(key)
-        if at is None:
-            keys.append(key)
-            at = index[key] = len(keys)
-        return at
+    key_index = key_indexer(keys)
 
     field_name, offset = write.watermark
     args: list[Any] = [field_name, offset, write.expected, PER_COMMAND, len(write.zadd)]
