@@ -19,16 +19,18 @@ produce to the topic can erase a profile (as a refused record does), so write
 access to the topic is granted by Kafka ACLs to the profile producers only.
 
 Redis layout (``ProfileKeys``): profiles are spread over ``BUCKETS`` hashes by
-CRC-32 of the playerId, each bucket with its own hash tag, so one bucket's
-profiles and its offset watermarks change in one atomic call, and a page's
-lookups group into at most ``BUCKETS`` commands, one round trip per node.
+the SHA-1 of the playerId (a hash a read-only Redis script computes in one call,
+``redis.sha1hex``, so a page's script finds its players' buckets cheaply), each
+bucket with its own hash tag, so one bucket's profiles and its offset watermarks
+change in one atomic call, and a page's lookups group into at most ``BUCKETS``
+commands, one round trip per node.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import re
-import zlib
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -194,8 +196,13 @@ def stored_profile(raw: bytes | str) -> Profile:
 
 
 def bucket_of(player_id: str) -> int:
-    """The bucket of a player's profile (CRC-32: stable across processes)."""
-    return zlib.crc32(player_id.encode()) % BUCKETS
+    """The bucket of a player's profile: the first four hex digits of its SHA-1, mod ``BUCKETS``.
+
+    The same in every process, and in a Redis script (``redis.sha1hex``, see
+    :mod:`readers.page_profiles`), which finds a page's buckets without a CRC
+    loop in Lua.
+    """
+    return int.from_bytes(hashlib.sha1(player_id.encode()).digest()[:2], "big") % BUCKETS
 
 
 @dataclass(frozen=True, slots=True)
