@@ -143,9 +143,8 @@ class HotRoutes:
                     q.cursor or None,
                     now_ms=now,
                     ranks=q.rank_mode,
+                    profiles=q.profile,
                 )
-                if q.profile:
-                    await state.async_profiles.hydrate(page)
                 body = page_bytes(page)
         except (ValidationError, LeaderboardError, UnicodeDecodeError):
             return False  # the route reads again and answers the error document

@@ -22,6 +22,7 @@ per node holding a bucket).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -117,8 +118,13 @@ def one_script(client: RedisClient | AsyncRedisClient, board: Board, profiles: b
 def keys_of(board: Board, namespace: str, profiles: bool = True) -> list[str]:
     """The scripts' keys: the board, its entry-metadata hash, every profile bucket if asked."""
     key = board.keys[0]
-    buckets = [b.profiles for b in all_buckets(namespace)] if profiles else []
-    return [key, entry_metadata_key(key), *buckets]
+    return [key, entry_metadata_key(key), *(bucket_keys(namespace) if profiles else ())]
+
+
+@functools.lru_cache(maxsize=64)
+def bucket_keys(namespace: str) -> tuple[str, ...]:
+    """Every profile bucket's hash in ``namespace``, bucket 0 first (the same for every page)."""
+    return tuple(b.profiles for b in all_buckets(namespace))
 
 
 def meta_flag(board: Board) -> str:

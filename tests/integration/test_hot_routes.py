@@ -23,6 +23,7 @@ import pytest
 from adapters.redis import RedisClient
 from api.pages import DEFAULT_TTL_MS
 from domain.games import GameCatalog
+from domain.profiles import ProfileKeys, bucket_of, stored_bytes
 from tests.integration.api_server import api_settings, running_api
 from tests.integration.test_http_api import GAMES, KEYS, NOW_MS, SLOTS, _signed
 from tests.poll import poll
@@ -246,3 +247,52 @@ def test_no_acknowledgement_is_a_503_both_ways(redis_url: str, namespace: str) -
             status, _, answer = _call(base, "POST", "/v1/scores", body, "application/json")
         assert status == 503, answer
         assert json.loads(answer)["error"]["code"] == "UNAVAILABLE"
+
+
+def _seed_profiles(client: RedisClient, namespace: str, players: int = 40) -> None:
+    """Profiles for every other player (the rest answer with ``profile: null``)."""
+    for i in range(0, players, 2):
+        player = f"p{i}"
+        doc = stored_bytes(
+            {
+                "displayName": f"Player é{i}",
+                "avatarUrl": None if i % 4 else f"https://cdn.example/{i}.png",
+                "country": "FR" if i % 3 else None,
+                "updatedAt": 1_700_000_000_000 + i,
+            }
+        )
+        client.hset(ProfileKeys(namespace, bucket_of(player)).profiles, player, doc)
+
+
+def test_hydrated_top_pages_are_the_same_bytes_both_ways_with_and_without_the_cache(
+    servers: tuple[str, str],
+    redis_url: str,
+    namespace: str,
+    kafka_bootstrap: str,
+    topic: str,
+    redis_client: RedisClient,
+) -> None:
+    hot, plain = servers
+    _seed(redis_client, namespace)
+    _seed_profiles(redis_client, namespace)
+    settings = api_settings(kafka_bootstrap, redis_url, topic, namespace, KEYS)
+    options: dict[str, Any] = {"catalog": GameCatalog.from_toml(GAMES), "clock": lambda: NOW_MS}
+    queries = ["?profile=true", "?limit=100&profile=true", "?limit=7&offset=3&profile=true"]
+    queries += ["?limit=9&rank_mode=competition&profile=true", "?limit=5&profile=false"]
+    with running_api(settings, page_cache_ms=0, **options) as uncached:
+        for query in queries:
+            path = f"/v1/leaderboards/g/top{query}"
+            expected = _call(plain, "GET", path)
+            assert expected[0] == 200, path
+            entries = json.loads(expected[2])["entries"]
+            assert all(("profile" in e) == ("profile=true" in query) for e in entries), path
+            for _ in range(2):  # the second time from the page cache where it applies
+                assert _call(hot, "GET", path) == expected, path
+                assert _call(uncached, "GET", path) == expected, path
+        named = json.loads(
+            _call(uncached, "GET", "/v1/leaderboards/g/top?limit=40&profile=true")[2]
+        )
+        for entry in named["entries"]:
+            number = int(entry["playerId"][1:])
+            name = (entry["profile"] or {}).get("displayName")
+            assert name == (None if number % 2 else f"Player é{number}"), entry
