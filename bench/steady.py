@@ -38,7 +38,6 @@ stdout; the table replaces the ``bench.steady`` section of docs/BENCHMARKS.md
 from __future__ import annotations
 
 import argparse
-import contextlib
 import multiprocessing as mp
 import os
 import random
@@ -66,6 +65,7 @@ from bench.common import (
     table,
 )
 from bench.formatting import fmt_int
+from bench.priority import raised, set_priority
 from config.clients import redis_client
 from config.settings import Settings
 from domain.events import EventKind, ScoreEvent
@@ -164,7 +164,13 @@ def preload(
 
 
 def reader(
-    settings: Settings, namespace: str, players: int, rate: float, stop: Event, out: Connection
+    settings: Settings,
+    namespace: str,
+    players: int,
+    rate: float,
+    stop: Event,
+    out: Connection,
+    cpus: frozenset[int] = frozenset(),
 ) -> None:
     """Read at ``rate`` calls/s until ``stop``; send the latencies (ms) per call back.
 
@@ -173,7 +179,10 @@ def reader(
     and the figures would measure waiting for a CPU, not waiting behind a
     write (a game backend and Redis have cores of their own in production).
     """
-    os.setpriority(os.PRIO_PROCESS, 0, PRIORITY)
+    os.setsid()  # a session, hence an autogroup, of its own (bench.priority)
+    set_priority(0, PRIORITY)
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     client = redis_client(settings)
     boards = BoardReader(client, GameCatalog.builtin(), namespace)
     rng = random.Random(7)
@@ -203,12 +212,19 @@ def reader(
 class Reads:
     """The reader process around one measured stretch."""
 
-    def __init__(self, settings: Settings, namespace: str, players: int, rate: float) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        namespace: str,
+        players: int,
+        rate: float,
+        cpus: frozenset[int] = frozenset(),
+    ) -> None:
         ctx = mp.get_context("spawn")
         self._stop = ctx.Event()
         self._mine, theirs = ctx.Pipe(duplex=False)
         self._proc = ctx.Process(
-            target=reader, args=(settings, namespace, players, rate, self._stop, theirs)
+            target=reader, args=(settings, namespace, players, rate, self._stop, theirs, cpus)
         )
         self._proc.start()
 
@@ -272,6 +288,23 @@ def slow_calls(client: RedisClient) -> list[tuple[str, int]]:
     ]
 
 
+def pin(redis_pid: int) -> frozenset[int]:
+    """Redis' main thread on the first CPU, this process (and what it starts) on the others.
+
+    A production Redis has cores of its own; on a 2-core machine the job's
+    processes would otherwise share Redis' core and every read would wait for
+    a CPU as well as behind the job's writes. Returns the CPUs given to Redis
+    (the reader joins them).
+    """
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("--pin needs at least 2 CPUs")
+    redis_cpus = frozenset(cpus[:1])
+    os.sched_setaffinity(redis_pid, redis_cpus)
+    os.sched_setaffinity(0, set(cpus[1:]))
+    return redis_cpus
+
+
 def run_bound(
     scratch: Scratch, settings: Settings, topic: str, bound: int, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -290,7 +323,7 @@ def run_bound(
     client.slowlog_reset()
     calls_before, usec_before = evalsha_stats(client)
     redis_cpu_before = redis_cpu_s(client)
-    reads = Reads(settings, namespace, args.players, args.read_rate)
+    reads = Reads(settings, namespace, args.players, args.read_rate, args.redis_cpus)
     job = Job(
         ["--until-end", "--no-recovery", "--processes", "2"],
         env,
@@ -352,7 +385,7 @@ def idle_reads(scratch: Scratch, settings: Settings, args: argparse.Namespace) -
         args.players,
         int(time.time() * 1000),
     )
-    reads = Reads(settings, namespace, args.players, args.read_rate)
+    reads = Reads(settings, namespace, args.players, args.read_rate, args.redis_cpus)
     time.sleep(args.idle_s)
     out = reads.finish()
     scratch.drop_namespace(namespace)
@@ -402,8 +435,9 @@ def markdown(summary: dict[str, Any]) -> str:
             f"while one reader asks the all-time board {params['read_rate']:g} times a second "
             "(top-10, rank, around in turn). Write times are Redis' own (`INFO commandstats`, "
             "slow log); a read can wait behind one write and its own round trip. Redis and "
-            f"the reader run at nice {PRIORITY} (on 2 cores the job's processes would "
-            "otherwise make them wait for a CPU, which a production Redis does not share).",
+            f"the reader run at nice {PRIORITY}, their sessions' autogroups too "
+            "(`bench/priority.py`: on 2 cores the job's processes would otherwise make them "
+            "wait for a CPU, which a production Redis does not share).",
             "",
             table(header, rows),
             "",
@@ -434,34 +468,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-s", type=float, default=15.0)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--job-timeout", type=float, default=900.0)
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="Redis and the reader on the first CPU, this process and the job on the others",
+    )
     parser.add_argument("--no-doc", action="store_true")
     args = parser.parse_args(argv)
     settings = Settings.from_env()
     with Scratch(settings, f"steady-{run_id()}") as scratch:
         client = redis_client(settings)
         redis_pid = int(client.info("server")["process_id"])
-        niceness = os.getpriority(os.PRIO_PROCESS, redis_pid)
-        os.setpriority(os.PRIO_PROCESS, redis_pid, PRIORITY)
         slowlog = client.config_get("slowlog-*")
         client.config_set("slowlog-log-slower-than", 1000)
         client.config_set("slowlog-max-len", 100_000)
+        args.redis_cpus = pin(redis_pid) if args.pin else frozenset()
         try:
-            topic = scratch.topic(f"{scratch.prefix}-events", args.partitions)
-            start_ms = int(datetime.now(UTC).timestamp() * 1000)
-            seconds = produce(settings, topic, args.events, args.players, start_ms)
-            log(f"produced {args.events:,} records in {seconds:.1f} s")
-            runs = [run_bound(scratch, settings, topic, bound, args) for bound in args.bounds]
-            idle = idle_reads(scratch, settings, args)
+            with raised(redis_pid, PRIORITY):
+                topic = scratch.topic(f"{scratch.prefix}-events", args.partitions)
+                start_ms = int(datetime.now(UTC).timestamp() * 1000)
+                seconds = produce(settings, topic, args.events, args.players, start_ms)
+                log(f"produced {args.events:,} records in {seconds:.1f} s")
+                runs = [run_bound(scratch, settings, topic, bound, args) for bound in args.bounds]
+                idle = idle_reads(scratch, settings, args)
         finally:
             for name, value in slowlog.items():
                 client.config_set(str(name), str(value))
-            with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, redis_pid, niceness)
     summary = {
         "section": SECTION,
         "command": " ".join(["python -m bench.steady", *(sys.argv[1:] if argv is None else argv)]),
         "machine": machine(),
-        "params": {k: v for k, v in vars(args).items() if k != "no_doc"},
+        "params": {
+            k: sorted(v) if isinstance(v, frozenset) else v
+            for k, v in vars(args).items()
+            if k != "no_doc"
+        },
         "runs": runs,
         "idle": idle,
     }
