@@ -482,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
         slowlog = client.config_get("slowlog-*")
         client.config_set("slowlog-log-slower-than", 1000)
         client.config_set("slowlog-max-len", 100_000)
+        redis_affinity = os.sched_getaffinity(redis_pid)
         args.redis_cpus = pin(redis_pid) if args.pin else frozenset()
         try:
             with raised(redis_pid, PRIORITY):
@@ -494,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for name, value in slowlog.items():
                 client.config_set(str(name), str(value))
+            os.sched_setaffinity(redis_pid, redis_affinity)
     summary = {
         "section": SECTION,
         "command": " ".join(["python -m bench.steady", *(sys.argv[1:] if argv is None else argv)]),
