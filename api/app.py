@@ -13,7 +13,6 @@ package ships, so no CDN is needed.
 from __future__ import annotations
 
 import importlib.util
-import os
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -132,21 +131,21 @@ class BodyLimits:
         await self.app(scope, receive, send)
 
 
-#: How ``lb serve --workers`` hands ``--max-body`` and ``--page-cache-ms`` to its workers.
-MAX_BODY_ENV = "LB_SERVE_MAX_BODY"
-PAGE_CACHE_ENV = "LB_SERVE_PAGE_CACHE_MS"
-
-
 def app_from_environment() -> Any:
     """The app of one ``lb serve --workers N`` process (uvicorn's factory import string).
 
     Worker processes are spawned fresh, so they rebuild the app from the
-    environment they inherit instead of receiving the parent's objects.
+    settings of the environment they inherit (``lb serve`` adds its
+    ``--max-body`` and ``--page-cache-ms`` there) instead of receiving the
+    parent's objects.
     """
+    settings = Settings.from_env()
     app = create_app(
-        Settings.from_env(),
-        max_body=int(os.environ.get(MAX_BODY_ENV, MAX_BODY_BYTES)),
-        page_cache_ms=int(os.environ.get(PAGE_CACHE_ENV, DEFAULT_TTL_MS)),
+        settings,
+        max_body=MAX_BODY_BYTES if settings.serve_max_body is None else settings.serve_max_body,
+        page_cache_ms=(
+            DEFAULT_TTL_MS if settings.serve_page_cache_ms is None else settings.serve_page_cache_ms
+        ),
     )
     settle_heap()
     return app

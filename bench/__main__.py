@@ -15,13 +15,16 @@ writes its own section of ``docs/BENCHMARKS.md``; this script then writes the
 ``docs/benchmarks.png`` (the chart) and ``docs/benchmarks.json`` (every raw
 summary). A benchmark whose own checks fail stops the run (exit 1) before the
 summary is written, so the published figures always come from one run.
+
+``LB_BENCH_DOC`` names another file for the sections (every benchmark reads
+it through the settings, ``config/settings.py``); ``--quick`` sets it, for the
+benchmarks it starts, to its scratch copy.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -32,8 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.chart import draw
-from bench.common import DOC, ROOT, log, machine, machine_line, write_section
+from bench.common import ROOT, base_settings, bench_doc, log, machine, machine_line, write_section
 from bench.headline import headline_markdown
+from config.settings import child_environment
 
 FULL: dict[str, list[list[str]]] = {
     # The project's shape first: the headline's ingest rows come from it.
@@ -87,11 +91,17 @@ QUICK: dict[str, list[list[str]]] = {
 }
 
 
-def _run(name: str, args: list[str]) -> dict[str, Any]:
+def _run(name: str, args: list[str], doc: Path) -> dict[str, Any]:
     argv = [sys.executable, "-m", f"bench.{name}", *args]
     log(f"=== {' '.join(['python', *argv[1:]])}")
     started = time.monotonic()
-    child = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=child_environment({"LB_BENCH_DOC": str(doc)}),
+    )
     try:
         stdout, _ = child.communicate()
     except BaseException:
@@ -163,15 +173,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     plan = QUICK if args.quick else FULL
-    out = args.out or (Path(tempfile.mkdtemp(prefix="bench-")) if args.quick else DOC.parent)
+    published = bench_doc(base_settings())
+    out = args.out or (Path(tempfile.mkdtemp(prefix="bench-")) if args.quick else published.parent)
     out.mkdir(parents=True, exist_ok=True)
-    doc = DOC
+    doc = published
     if args.quick:
         # A smoke run renders every section too, into a scratch copy of the doc.
         doc = out / "BENCHMARKS.md"
-        if DOC.exists():
-            shutil.copy(DOC, doc)
-        os.environ["LB_BENCH_DOC"] = str(doc)
+        if published.exists():
+            shutil.copy(published, doc)
     if args.render is not None:
         saved = json.loads(args.render.read_text())
         _render_sections(saved["benchmarks"], doc)
@@ -191,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, runs in plan.items():
         if args.only and name not in args.only:
             continue
-        results[name] = [_run(name, run_args) for run_args in runs]
+        results[name] = [_run(name, run_args, doc) for run_args in runs]
         run["minutes"] = round((time.monotonic() - started) / 60, 1)
         # Saved as each benchmark ends: a later failure keeps what was measured.
         _save(out, run, results)

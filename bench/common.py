@@ -37,8 +37,8 @@ from config.settings import Settings, child_environment
 from producer.score_producer import ensure_topic
 
 ROOT = Path(__file__).resolve().parent.parent
-#: Where sections go; ``python -m bench --quick`` points it at a scratch copy.
-DOC = Path(os.environ.get("LB_BENCH_DOC") or ROOT / "docs" / "BENCHMARKS.md")
+#: Where sections go unless ``LB_BENCH_DOC`` names another file (see :func:`bench_doc`).
+PUBLISHED_DOC = ROOT / "docs" / "BENCHMARKS.md"
 GAME = "g1"
 #: The exactly-once counters whose sum is "records that reached the boards".
 COUNTED = ("applied", "noop", "duplicate")
@@ -55,6 +55,14 @@ def base_settings() -> Settings:
     env = child_environment({})
     env.setdefault("LB_STATE_DIR", str(ROOT / ".lb"))
     return Settings.from_env(env)
+
+
+def bench_doc(settings: Settings) -> Path:
+    """The file sections go to: ``LB_BENCH_DOC``, or the checkout's ``docs/BENCHMARKS.md``.
+
+    ``python -m bench --quick`` points its benchmarks at a scratch copy this way.
+    """
+    return PUBLISHED_DOC if settings.bench_doc is None else settings.bench_doc
 
 
 def run_id() -> str:
@@ -434,8 +442,9 @@ own section below. The machine is small (2 cores) and shared with other work, so
 """
 
 
-def write_section(section: str, body: str, doc: Path = DOC) -> None:
-    """Replace (or append) the ``section`` block of ``docs/BENCHMARKS.md``."""
+def write_section(section: str, body: str, doc: Path | None = None) -> None:
+    """Replace (or append) the ``section`` block of ``doc`` (default: :func:`bench_doc`)."""
+    doc = bench_doc(base_settings()) if doc is None else doc
     begin = f"<!-- BEGIN {section} -->"
     end = f"<!-- END {section} -->"
     block = f"{begin}\n{body.rstrip()}\n{end}\n"

@@ -45,6 +45,7 @@ from pathlib import Path
 from types import FrameType
 
 from bench.common import log
+from config.settings import child_environment
 
 #: The benchmark server's port: away from 5432 so a system PostgreSQL can keep it.
 PORT = 25432
@@ -87,7 +88,7 @@ def install() -> Path:
             "PostgreSQL is not installed; run as root or `apt-get install postgresql`"
         )
     log("installing PostgreSQL with apt-get")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    env = child_environment({"DEBIAN_FRONTEND": "noninteractive"})
     for argv in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "postgresql"]):
         done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
         if done.returncode != 0:

@@ -28,6 +28,12 @@ DEV_KEYRING = "dev1:6c622d6465762d6b65792d646f2d6e6f742d7573652d696e2d70726f6475
 DEFAULT_KAFKA_PORT = 29092
 DEFAULT_REDIS_PORT = 26379
 
+#: How ``lb serve --workers N`` hands ``--max-body`` and ``--page-cache-ms`` to
+#: the worker processes it spawns (read back as :attr:`Settings.serve_max_body`
+#: and :attr:`Settings.serve_page_cache_ms`).
+MAX_BODY_ENV = "LB_SERVE_MAX_BODY"
+PAGE_CACHE_ENV = "LB_SERVE_PAGE_CACHE_MS"
+
 
 class Secret(str):
     """A string whose ``repr``/``str`` never reveal the value (use ``.reveal()``)."""
@@ -167,6 +173,14 @@ class Settings:
     rate_reads: str | None = None
     rate_pushes: str | None = None
     rate_writes: str | None = None
+    #: A ``lb serve --workers N`` worker's largest request body and page-cache age
+    #: (``LB_SERVE_MAX_BODY``, ``LB_SERVE_PAGE_CACHE_MS``: set by ``lb serve`` from
+    #: its ``--max-body`` and ``--page-cache-ms``); ``None``: the API's defaults.
+    serve_max_body: int | None = None
+    serve_page_cache_ms: int | None = None
+    #: The file the benchmarks write their sections to (``LB_BENCH_DOC``);
+    #: ``None``: the checkout's ``docs/BENCHMARKS.md``.
+    bench_doc: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.profiles_topic:
@@ -180,6 +194,7 @@ class Settings:
         self._check_cluster()
         self._check_callers()
         self._check_rates()
+        self._check_tools()
         if self.games_file is not None and not self.games_file.is_file():
             raise ConfigError(f"LB_GAMES points at {self.games_file}, which is not a file")
 
@@ -326,6 +341,14 @@ class Settings:
                     f"{name} must be N/second, N/minute, N/hour or off, got {value!r}"
                 )
 
+    def _check_tools(self) -> None:
+        if self.serve_page_cache_ms is not None and not 0 <= self.serve_page_cache_ms <= 60_000:
+            raise ConfigError(
+                f"{PAGE_CACHE_ENV} must be within 0..60000, got {self.serve_page_cache_ms}"
+            )
+        if self.bench_doc is not None and self.bench_doc.is_dir():
+            raise ConfigError(f"LB_BENCH_DOC points at {self.bench_doc}, which is a directory")
+
     @property
     def player_tokens(self) -> bool:
         """True when player bearer tokens (JWT) can be verified."""
@@ -380,6 +403,7 @@ class Settings:
         }
         password = env.get("LB_REDIS_PASSWORD")
         ca = env.get("LB_REDIS_TLS_CA")
+        bench_doc = env.get("LB_BENCH_DOC")
         return cls(
             kafka_bootstrap=env.get("LB_KAFKA_BOOTSTRAP") or f"127.0.0.1:{kafka_port}",
             redis_url=Secret(env.get("LB_REDIS_URL") or f"redis://127.0.0.1:{redis_port}/0"),
@@ -421,6 +445,9 @@ class Settings:
             process_id=_optional_int(env, "LB_PROCESS_ID"),
             takeover_s=_int(env, "LB_TAKEOVER_S", 15),
             standby=(env.get("LB_STANDBY") or "wait").lower(),
+            serve_max_body=_optional_int(env, MAX_BODY_ENV),
+            serve_page_cache_ms=_optional_int(env, PAGE_CACHE_ENV),
+            bench_doc=Path(bench_doc) if bench_doc else None,
             **_caller_settings(env),
         )
 
@@ -530,3 +557,15 @@ def child_environment(overrides: Mapping[str, str]) -> dict[str, str]:
     ``os.environ``.
     """
     return {**os.environ, **overrides}
+
+
+def hand_to_spawned_children(values: Mapping[str, str]) -> None:
+    """Add ``values`` to this process's environment, for children that inherit it.
+
+    For children started by a library that takes no environment of its own:
+    uvicorn's workers (``lb serve --workers N``) are spawned by
+    ``multiprocessing``, which gives them this process's environment. Lives
+    here so that the settings module stays the one place that touches
+    ``os.environ``.
+    """
+    os.environ.update(values)

@@ -32,9 +32,12 @@ Error classification of :meth:`ScoreEventCodec.decode` (the dead-letter code is
     a symbol :class:`EventKind` does not know, a string that is not valid
     UTF-8, or a writer schema that cannot be resolved against the newest version.
 
-Known limits inherited from fastavro: an over-long (> 10 byte) varint may wrap
-around instead of failing, and a negative *union* index selects a branch from
-the end (v2's ``metadata`` is a union): the compiled engine refuses such a
+An over-long varint (its first 10 bytes all with the continuation bit) is
+``DECODE`` wherever it is, as the compiled engine has it: fastavro would wrap
+it around, so :mod:`schemas.varints` looks for one before fastavro reads.
+
+Known limit inherited from fastavro: a negative *union* index selects a branch
+from the end (v2's ``metadata`` is a union): the compiled engine refuses such a
 record as ``DECODE``; this one reads a value no producer signed, which the
 signature check then refuses.
 """
@@ -54,6 +57,7 @@ from fastavro.read import SchemaResolutionError
 
 from domain.errors import CodecError, ConfigError
 from domain.events import EventKind, ScoreEvent
+from schemas.varints import HIGH_BITS, LONG_RUN, VarintWalk
 from schemas.wire_view import wire_view
 
 #: The registry committed with the code.
@@ -198,6 +202,8 @@ class _Wire:
     kinds: tuple[EventKind | None, ...]
     #: EventKind -> writer enum index, for encoding.
     kind_index: Mapping[EventKind, int]
+    #: Finds the over-long varints of the writer's bodies (see :mod:`schemas.varints`).
+    varints: VarintWalk
     #: Whether the writer schema has the ``metadata`` field.
     metadata: bool = False
 
@@ -243,6 +249,7 @@ class ScoreEventCodec:
                 reader=None if version is newest else reader_parsed,
                 kinds=kinds,
                 kind_index={kind: index for index, kind in enumerate(kinds) if kind is not None},
+                varints=VarintWalk(view),
                 metadata=_has_metadata(version.schema),
             )
         self._by_id = by_id
@@ -340,6 +347,14 @@ class ScoreEventCodec:
         wire = self._by_id.get(schema_id)
         if wire is None:
             raise CodecError("SCHEMA", f"unknown schema id {schema_id}")
+        if data.translate(HIGH_BITS).find(LONG_RUN, HEADER_SIZE) != -1:  # rare: walk the body
+            offset = wire.varints.first_overlong(data, HEADER_SIZE)
+            if offset is not None:
+                raise CodecError(
+                    "DECODE",
+                    f"schema id {schema_id}: malformed Avro body: the varint at byte {offset} "
+                    "runs past 10 bytes",
+                )
         buffer = io.BytesIO(data)
         buffer.seek(HEADER_SIZE)
         try:

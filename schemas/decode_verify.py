@@ -21,9 +21,9 @@ installed and ``python`` otherwise. Every rule after these two questions
 (game ids, identity against the Kafka key, bounds, event time, windows) is
 in :mod:`domain.validation`, whichever engine runs.
 
-One known difference, on purpose: the Avro spec allows at most 10 bytes for
-a varint. fastavro reads a longer one (wrapping it around), the native engine
-refuses the record as ``DECODE``. Such bytes come from no Avro writer.
+The Avro spec allows at most 10 bytes for a varint: both engines refuse a
+longer one as ``DECODE`` wherever it is (fastavro would wrap it around, so the
+codec looks for one first, :mod:`schemas.varints`).
 """
 
 from __future__ import annotations

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import os
 import signal
 import sys
 from pathlib import Path
 from types import FrameType
 
-from api.app import MAX_BODY_BYTES, MAX_BODY_ENV, PAGE_CACHE_ENV, create_app
+from api.app import MAX_BODY_BYTES, create_app
 from api.auth.keyfile import key_line, new_key, parse_key_file
 from api.pages import DEFAULT_TTL_MS
 from api.server import (
@@ -34,7 +33,7 @@ from api.server import (
     url_of,
 )
 from config.heap import settle_heap
-from config.settings import Settings
+from config.settings import MAX_BODY_ENV, PAGE_CACHE_ENV, Settings, hand_to_spawned_children
 from domain.errors import ConfigError
 from telemetry import server as server_registry
 
@@ -113,8 +112,9 @@ def _serve(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     if app is None:
-        os.environ[MAX_BODY_ENV] = str(args.max_body)
-        os.environ[PAGE_CACHE_ENV] = str(page_cache_ms)
+        hand_to_spawned_children(
+            {MAX_BODY_ENV: str(args.max_body), PAGE_CACHE_ENV: str(page_cache_ms)}
+        )
         try:
             serve_workers("api.app:app_from_environment", sock, workers, quiet=args.quiet, tls=tls)
         finally:

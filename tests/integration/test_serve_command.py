@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 
 import pytest
@@ -68,17 +69,31 @@ def test_sigterm_stops_it_cleanly() -> None:
     assert proc.wait(timeout=30) == 0
 
 
+def _status_of_post(port: int, size: int) -> int:
+    """The status of a ``POST /healthz`` with a body of ``size`` bytes."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/healthz", data=b"x" * size, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as refused:
+        return int(refused.code)
+
+
 @pytest.mark.usefixtures("services")
 def test_workers_serve_one_port_from_several_processes_and_stop_together() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    proc = serve("--port", str(port), "--workers", "2")
+    proc = serve("--port", str(port), "--workers", "2", "--max-body", "1000")
     try:
         poll("two workers come up", lambda: len(_children(proc.pid)) >= 2, 90)
         pids = _children(proc.pid)
         for _ in range(20):
             poll("a worker answers /healthz", lambda: _healthy(port, proc), 90)
+            # Every worker got --max-body from the command line.
+            assert _status_of_post(port, 1001) == 413
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     finally:

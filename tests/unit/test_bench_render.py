@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 from pathlib import Path
 
@@ -25,12 +26,15 @@ def _section(text: str, name: str) -> str:
 def test_the_published_json_renders_every_section_and_the_chart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("LB_BENCH_DOC", str(tmp_path / "unused.md"))  # restored afterwards
+    monkeypatch.delenv("LB_BENCH_DOC", raising=False)
+    environment = dict(os.environ)
     handler = signal.getsignal(signal.SIGTERM)
     try:
         assert main(["--quick", "--render", str(PUBLISHED), "--out", str(tmp_path)]) == 0
     finally:
         signal.signal(signal.SIGTERM, handler)
+    # The scratch doc is handed to the benchmarks it starts, not to this process.
+    assert dict(os.environ) == environment
 
     saved = json.loads(PUBLISHED.read_text())
     doc = (tmp_path / "BENCHMARKS.md").read_text()

@@ -56,6 +56,9 @@ def test_secrets_never_print(tmp_path: Path) -> None:
         ({"LB_REDIS_TIMEOUT_S": "0"}, "LB_REDIS_TIMEOUT_S"),
         ({"LB_CACHE_PLAYERS": "0"}, "LB_CACHE_PLAYERS"),
         ({"LB_DECODER": "rust"}, "LB_DECODER"),
+        ({"LB_SERVE_MAX_BODY": "512k"}, "LB_SERVE_MAX_BODY"),
+        ({"LB_SERVE_PAGE_CACHE_MS": "soon"}, "LB_SERVE_PAGE_CACHE_MS"),
+        ({"LB_SERVE_PAGE_CACHE_MS": "60001"}, "LB_SERVE_PAGE_CACHE_MS"),
     ],
 )
 def test_bad_settings_are_refused_with_the_variable_named(
@@ -63,6 +66,26 @@ def test_bad_settings_are_refused_with_the_variable_named(
 ) -> None:
     with pytest.raises(ConfigError, match=message):
         Settings.from_env({"LB_STATE_DIR": str(tmp_path), **env})
+
+
+def test_bench_doc_must_not_be_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="LB_BENCH_DOC"):
+        Settings.from_env({"LB_STATE_DIR": str(tmp_path), "LB_BENCH_DOC": str(tmp_path)})
+
+
+def test_serve_worker_and_bench_settings_default_to_unset_and_can_be_set(tmp_path: Path) -> None:
+    unset = Settings.from_env({"LB_STATE_DIR": str(tmp_path)})
+    assert (unset.serve_max_body, unset.serve_page_cache_ms, unset.bench_doc) == (None, None, None)
+    doc = tmp_path / "BENCHMARKS.md"
+    s = Settings.from_env(
+        {
+            "LB_STATE_DIR": str(tmp_path),
+            "LB_SERVE_MAX_BODY": "1024",
+            "LB_SERVE_PAGE_CACHE_MS": "0",
+            "LB_BENCH_DOC": str(doc),
+        }
+    )
+    assert (s.serve_max_body, s.serve_page_cache_ms, s.bench_doc) == (1024, 0, doc)
 
 
 def test_settings_are_frozen(tmp_path: Path) -> None:
