@@ -10,10 +10,12 @@ the board's stream; the hub follows it like any change stream, so team
 subscribers share its one ``XREAD`` loop, its bounded queues, its replay on
 reconnect and the subscription loop of :mod:`api.live.subscription`.
 
-A push reads the team board (one shared read per question and batch of
-changes, as for player boards) and sends a ``top`` page whenever a change of
+A push reads the team board (one shared read per question, rank mode and batch
+of changes, as for player boards) and sends a ``top`` page whenever a change of
 the window arrived and the page read differs from the last one sent, and a
-``rank`` whenever the followed team's answer differs.
+``rank`` whenever the followed team's answer differs. Any change of the window
+is read again, so competition and dense ranks (which a change off the page can
+move) are pushed as ``GET`` answers them.
 """
 
 from __future__ import annotations
