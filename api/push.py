@@ -64,10 +64,13 @@ def _subscription(request: Request | WebSocket, game_id: str, params: LiveParams
     if params.teams:
         if params.playerId is not None:
             raise QueryError("playerId follows a player board: with teams=true, use teamId")
-        if params.rank_mode != "unique":
-            raise QueryError("team boards rank teams uniquely: rank_mode must be 'unique' there")
         query = LiveQuery(
-            game_id, params.window, params.top, params.teamId, interval_ms=params.interval
+            game_id,
+            params.window,
+            params.top,
+            params.teamId,
+            interval_ms=params.interval,
+            ranks=params.rank_mode,
         )
         return TeamSubscription(app.state.hub, app.state.shared_reads, app.state.teams, query)
     if params.teamId is not None:

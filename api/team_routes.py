@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import Field
 
 from api.errors import ApiError
-from api.models import WindowQuery, errors
+from api.models import RankedQuery, RankMode, WindowQuery, errors
 from api.routes import GameId, Now
 from api.routes import _segment as segment
 from readers.teams import (
@@ -49,8 +49,14 @@ class TeamPageQuery(WindowQuery):
     offset: int = Field(0, ge=0, description="entries to skip")
 
 
-class TeamNeighborsQuery(WindowQuery):
-    """How many teams on each side."""
+class TeamTopQuery(TeamPageQuery):
+    """A page of a team board: how its ranks are numbered too."""
+
+    rank_mode: RankMode = "unique"
+
+
+class TeamNeighborsQuery(RankedQuery):
+    """How many teams on each side, and how ranks are numbered."""
 
     k: int = Field(5, ge=0, le=MAX_PAGE, description="teams on each side")
 
@@ -65,10 +71,13 @@ _ERRORS = errors(400, 401, 404, 429, 500, 503)
     summary="One page of a team board, best first",
 )
 def team_top(
-    game: GameId, q: Annotated[TeamPageQuery, Query()], teams: Teams, now: Now
+    game: GameId, q: Annotated[TeamTopQuery, Query()], teams: Teams, now: Now
 ) -> TeamTopPage:
-    """Teams scored by the game's aggregate of their members' scores on the window."""
-    return teams.top(game, q.window, now, q.limit, q.offset)
+    """Teams scored by the game's aggregate of their members' scores on the window.
+
+    ``rank_mode=dense`` needs a game with ``dense_ranks`` (400 otherwise).
+    """
+    return teams.top(game, q.window, now, q.limit, q.offset, ranks=q.rank_mode)
 
 
 @router.get(
@@ -78,10 +87,10 @@ def team_top(
     summary="A team's rank and score",
 )
 def team_rank(
-    game: GameId, team: TeamId, q: Annotated[WindowQuery, Query()], teams: Teams, now: Now
+    game: GameId, team: TeamId, q: Annotated[RankedQuery, Query()], teams: Teams, now: Now
 ) -> TeamRank:
     """404 ``NOT_FOUND`` when the team has no scored member on the window."""
-    answer = teams.rank(game, team, q.window, now)
+    answer = teams.rank(game, team, q.window, now, ranks=q.rank_mode)
     if answer["rank"] is None:
         raise ApiError(
             HTTPStatus.NOT_FOUND, "NOT_FOUND", f"team {team!r} is not on {answer['window']}"
@@ -99,7 +108,7 @@ def team_around(
     game: GameId, team: TeamId, q: Annotated[TeamNeighborsQuery, Query()], teams: Teams, now: Now
 ) -> TeamAround:
     """404 ``NOT_FOUND`` when the team is not on the board."""
-    answer = teams.around(game, team, q.window, now, q.k)
+    answer = teams.around(game, team, q.window, now, q.k, ranks=q.rank_mode)
     if answer["team"] is None:
         raise ApiError(
             HTTPStatus.NOT_FOUND, "NOT_FOUND", f"team {team!r} is not on {answer['window']}"

@@ -194,8 +194,10 @@ def better_floor(composite: int, slots: int) -> int:
     return score_floor(composite, slots) + slots
 
 
-def competition_ranks(lines: Sequence[Entry], first: int | None) -> list[int | None]:
+def competition_ranks(lines: Sequence[Mapping[str, object]], first: int | None) -> list[int | None]:
     """Competition ranks of consecutive board lines, given the first line's.
+
+    A line is any answer line with ``rank`` and ``score`` (players' and teams').
 
     In board order a line whose score equals the previous line's shares its
     rank; any other line has every line before it strictly ahead on score,
@@ -203,22 +205,23 @@ def competition_ranks(lines: Sequence[Entry], first: int | None) -> list[int | N
     tier (``None``) stay hidden.
     """
     out: list[int | None] = []
-    previous: Entry | None = None
+    previous: Mapping[str, object] | None = None
     for i, line in enumerate(lines):
-        if line["rank"] is None:
+        unique = line["rank"]
+        if not isinstance(unique, int):
             rank: int | None = None
         elif i == 0:
             rank = first
         elif previous is not None and line["score"] == previous["score"] and out[-1] is not None:
             rank = out[-1]
         else:
-            rank = line["rank"]
+            rank = unique
         out.append(rank)
         previous = line
     return out
 
 
-def dense_ranks(lines: Sequence[Entry], first: int | None) -> list[int | None]:
+def dense_ranks(lines: Sequence[Mapping[str, object]], first: int | None) -> list[int | None]:
     """Dense ranks of consecutive board lines, given the first line's.
 
     Consecutive lines hold every member between them, so in board order each
@@ -227,7 +230,7 @@ def dense_ranks(lines: Sequence[Entry], first: int | None) -> list[int | None]:
     exact tier (``None``) stay hidden.
     """
     out: list[int | None] = []
-    previous: Entry | None = None
+    previous: Mapping[str, object] | None = None
     current = first
     for i, line in enumerate(lines):
         if i and previous is not None and line["score"] != previous["score"]:

@@ -62,18 +62,22 @@ def membership_canonical(player_id: str, team_id: str | None, ts_ms: int) -> byt
 class TeamKeys:
     """The team keys of one game, in one namespace; all carry the game's hash tag.
 
-    =======================================  ====================================
-    ``<ns>:{<game>}:teams:of``               hash playerId -> teamId (membership)
-    ``<ns>:{<game>}:teams:wm``               hash ``<topic>/<p>`` -> last membership
-                                             offset applied to this game
-    ``<ns>:{<game>}:teams:slots``            hash window id -> tie-break slots of its
-                                             board (decodes member values in Lua)
-    ``<ns>:{<game>}:teams:<window>``         the team board (teamId -> aggregate)
-    ``<ns>:{<game>}:teams:sum:<window>``     hash teamId -> sum of member scores
-    ``<ns>:{<game>}:team:<window>:<team>``   a team's members (playerId -> score)
-    ``<ns>:{<game>}:teams:changes``          stream of team aggregate changes, capped
-                                             (live pushes of team boards)
-    =======================================  ====================================
+    ==========================================  ====================================
+    ``<ns>:{<game>}:teams:of``                  hash playerId -> teamId (membership)
+    ``<ns>:{<game>}:teams:wm``                  hash ``<topic>/<p>`` -> last membership
+                                                offset applied to this game
+    ``<ns>:{<game>}:teams:slots``               hash window id -> tie-break slots of its
+                                                board (decodes member values in Lua)
+    ``<ns>:{<game>}:teams:<window>``            the team board (teamId -> aggregate)
+    ``<ns>:{<game>}:teams:sum:<window>``        hash teamId -> sum of member scores
+    ``<ns>:{<game>}:team:<window>:<team>``      a team's members (playerId -> score)
+    ``<ns>:{<game>}:teams:changes``             stream of team aggregate changes, capped
+                                                (live pushes of team boards)
+    ``<ns>:{<game>}:teams:dense:n:<window>``    ``dense_ranks`` games: hash aggregate ->
+                                                teams holding it, ``#`` -> teams counted
+    ``<ns>:{<game>}:teams:dense:s:<window>``    ``dense_ranks`` games: sorted set of the
+                                                aggregates present (member = score)
+    ==========================================  ====================================
     """
 
     namespace: str
@@ -103,6 +107,14 @@ class TeamKeys:
     def changes(self) -> str:
         """The capped stream of the game's team aggregate changes (written with them)."""
         return f"{self.prefix}teams:changes"
+
+    def dense_counts(self, window_id: str) -> str:
+        """Teams per distinct aggregate of a window's team board (``#``: teams counted)."""
+        return f"{self.prefix}teams:dense:n:{window_id}"
+
+    def dense_values(self, window_id: str) -> str:
+        """The distinct aggregates present on a window's team board (a sorted set)."""
+        return f"{self.prefix}teams:dense:s:{window_id}"
 
     def sums(self, window_id: str) -> str:
         return f"{self.prefix}teams:sum:{window_id}"

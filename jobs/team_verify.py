@@ -9,6 +9,7 @@ run it again before trusting a difference (an equal answer is exact).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,8 +50,37 @@ def _hash(client: RedisClient, key: str) -> dict[str, str]:
     return {text(name): text(value) for name, value in raw.items()}
 
 
-def verify_game(client: RedisClient, keys: TeamKeys, kind: TeamAggregate) -> list[str]:
-    """Differences between one game's stored team state and the recomputed one."""
+def _dense_differences(
+    client: RedisClient, keys: TeamKeys, window: str, board: Mapping[str, float]
+) -> list[str]:
+    """A ``dense_ranks`` game's distinct-score counts of one team board against that board."""
+    want = Counter(board.values())
+    counts = _hash(client, keys.dense_counts(window))
+    counted = int(counts.pop("#", "0"))
+    have = {float(value): int(n) for value, n in counts.items()}
+    present = {
+        score
+        for _, score in scored(client.zrange(keys.dense_values(window), 0, -1, withscores=True))
+    }
+    out: list[str] = []
+    if have != dict(want) or present != set(want):
+        wrong = sorted(v for v in set(have) | set(want) if have.get(v) != want.get(v))[:3]
+        out.append(
+            f"dense counts {window}: {len(have)} distinct values stored, {len(want)} on the "
+            f"team board, {len(present)} in the value set (values off: {wrong})"
+        )
+    if counted != len(board):
+        out.append(f"dense counts {window}: {counted} teams counted, {len(board)} on the board")
+    return out
+
+
+def verify_game(
+    client: RedisClient, keys: TeamKeys, kind: TeamAggregate, *, dense: bool = False
+) -> list[str]:
+    """Differences between one game's stored team state and the recomputed one.
+
+    ``dense``: the game keeps distinct-score counts, compared with its team boards too.
+    """
     membership = _hash(client, keys.membership)
     scores = _scores(client, keys)
     boards, members = team_boards(kind, membership, scores)
@@ -76,6 +106,8 @@ def verify_game(client: RedisClient, keys: TeamKeys, kind: TeamAggregate) -> lis
             expected_sum = sum(members.get((window, team), {}).values())
             if wanted is not None and sums.get(team) != expected_sum:
                 out.append(f"sum {window} {team}: stored {sums.get(team)}, expected {expected_sum}")
+        if dense:
+            out += _dense_differences(client, keys, window, have_board)
     return out
 
 
@@ -90,6 +122,7 @@ def verify_teams(
             raise QueryError(f"game {game!r} keeps no team boards (games with teams: {named})")
         games = {game: games[game]}
     report = {
-        g: verify_game(client, TeamKeys(namespace, g), config.teams) for g, config in games.items()
+        g: verify_game(client, TeamKeys(namespace, g), config.teams, dense=config.dense_ranks)
+        for g, config in games.items()
     }
     return {"equal": not any(report.values()), "games": report}

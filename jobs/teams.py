@@ -100,7 +100,15 @@ class MembershipApplier:
         moved = 0
         for keys, config in self._games:
             assert config.teams is not None
-            moved += apply_membership(self._client, keys, config.teams, name, accepted, through)
+            moved += apply_membership(
+                self._client,
+                keys,
+                config.teams,
+                name,
+                accepted,
+                through,
+                dense=config.dense_ranks,
+            )
         return moved
 
 

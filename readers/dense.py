@@ -60,14 +60,29 @@ def distinct_ahead(client: RedisClient, board: Board, score: int) -> int:
     better = (board.codec.stored(score) + 1) * board.codec.slots
     if board.sharded:
         return _sharded_ahead(client, board, counts, floors, better)
+    ahead, counted, members = counted_ahead(client, board.keys[0], counts, floors, better)
+    if ahead is None:
+        raise _incomplete(board, counted, members)
+    return ahead
+
+
+def counted_ahead(
+    client: RedisClient, board: str, counts: str, values: str, better: int | str
+) -> tuple[int | None, int, int]:
+    """Distinct values from ``better`` up on one board, if its counts are complete.
+
+    One MULTI/EXEC: the board's size, the members its counts hash holds (``#``)
+    and ``ZCOUNT values better +inf``. Returns (that count, or None when the
+    counts miss members; members counted; the board's size). Shared by player
+    boards (values: score floors) and team boards (values: the aggregates).
+    """
     pipe = client.pipeline(transaction=True)
-    pipe.zcard(board.keys[0])
+    pipe.zcard(board)
     pipe.hget(counts, "#")
-    pipe.zcount(floors, better, "+inf")
+    pipe.zcount(values, better, "+inf")
     members, counted, ahead = execute(pipe)
-    if int(counted or 0) != int(members):
-        raise _incomplete(board, int(counted or 0), int(members))
-    return int(ahead)
+    complete = int(counted or 0) == int(members)
+    return (int(ahead) if complete else None), int(counted or 0), int(members)
 
 
 def _sharded_ahead(client: RedisClient, board: Board, counts: str, floors: str, better: int) -> int:

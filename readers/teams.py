@@ -1,10 +1,18 @@
 """Team board reads: top, rank and around on a game's team board, a team's members, a player's team.
 
 Every answer is read in one round trip (a pipeline on the game's hash tag, so
-one node on a cluster). Ranks are unique, 1-based, highest score first; teams
-(and a team's members) with equal scores are ordered by id, descending bytes,
-as Redis orders equal scores under ``ZREVRANGE``. A team's score is an integer
-for ``sum`` and ``best`` and a float for ``avg``.
+one node on a cluster). Ranks are 1-based, highest score first; teams (and a
+team's members) with equal scores are ordered by id, descending bytes, as Redis
+orders equal scores under ``ZREVRANGE``. A team's score is an integer for
+``sum`` and ``best`` and a float for ``avg``.
+
+``top``, ``rank`` and ``around`` take the player boards' rank modes
+(:data:`domain.ranking.RANK_MODES`): ``unique`` (the position), ``competition``
+(equal scores share the best rank, "1224": one more ``ZCOUNT`` of the team
+board) and ``dense`` ("1223": one more ``ZCOUNT`` of the distinct aggregates a
+``dense_ranks`` game keeps beside each team board, written in the same atomic
+call as the board; refused, never guessed, when the game keeps none or the
+counts miss teams, as for player boards: :mod:`readers.dense`).
 """
 
 from __future__ import annotations
@@ -18,9 +26,11 @@ from typing_extensions import TypedDict
 from adapters.redis import RedisClient, text
 from domain.errors import QueryError
 from domain.games import GameCatalog, GameConfig
+from domain.ranking import competition_ranks, dense_ranks, rank_mode
 from domain.teams import TeamAggregate, TeamKeys, valid_team_id
 from readers.answers import _documented
 from readers.boards import UnknownGameError
+from readers.dense import DenseRanksUnavailable, counted_ahead
 
 
 @_documented
@@ -28,7 +38,7 @@ class TeamEntry(TypedDict):
     """A team's line on a team board."""
 
     rank: int
-    """1-based, unique (equal scores: by team id, descending bytes)"""
+    """1-based; unique by default (equal scores: by team id, descending bytes)"""
     teamId: str
     score: int | float
     """the aggregate: an integer for sum and best, a float for avg"""
@@ -96,6 +106,8 @@ class TeamBoard:
     keys: TeamKeys
     window_id: str
     aggregate: TeamAggregate
+    #: The game keeps distinct-score counts (``dense_ranks``): dense ranks are served.
+    dense: bool = False
 
     @property
     def key(self) -> str:
@@ -136,7 +148,50 @@ class TeamReader:
                 f"game {game_id!r} keeps no {window.kind.value} board (it keeps: {kept})"
             )
         assert config.teams is not None
-        return TeamBoard(game_id, TeamKeys(self.namespace, game_id), window.id, config.teams)
+        keys = TeamKeys(self.namespace, game_id)
+        return TeamBoard(game_id, keys, window.id, config.teams, config.dense_ranks)
+
+    def ranked_board(self, game_id: str, window_spec: str, now_ms: int, ranks: str) -> TeamBoard:
+        """:meth:`board`, with ``ranks`` checked: ``dense`` needs a ``dense_ranks`` game."""
+        mode = rank_mode(ranks)
+        board = self.board(game_id, window_spec, now_ms)
+        if mode == "dense" and not board.dense:
+            raise DenseRanksUnavailable(
+                f"game {game_id!r} keeps no distinct-score counts, so rank_mode=dense "
+                f"is not served (set dense_ranks = true in its LB_GAMES table, then lb rebuild)"
+            )
+        return board
+
+    def _ahead(self, board: TeamBoard, score: float, mode: str) -> int:
+        """Teams (competition) or distinct aggregates (dense) strictly above ``score``."""
+        better = f"({score!r}"
+        if mode == "competition":
+            return int(cast(Any, self._client.zcount(board.key, better, "+inf")))
+        window = board.window_id
+        ahead, counted, teams = counted_ahead(
+            self._client,
+            board.key,
+            board.keys.dense_counts(window),
+            board.keys.dense_values(window),
+            better,
+        )
+        if ahead is None:
+            raise DenseRanksUnavailable(
+                f"team board {window!r} of game {board.game_id!r} has incomplete "
+                f"distinct-score counts ({counted} of {teams} teams counted: it predates "
+                f"dense_ranks); run lb teams resync to recount it"
+            )
+        return ahead
+
+    def _share(self, board: TeamBoard, mode: str, lines: list[TeamEntry]) -> None:
+        """Consecutive lines' unique ranks rewritten in ``mode`` (competition, dense), in place."""
+        if mode == "unique" or not lines:
+            return
+        first = self._ahead(board, float(lines[0]["score"]), mode) + 1
+        shared = (competition_ranks if mode == "competition" else dense_ranks)(lines, first)
+        for line, rank in zip(lines, shared, strict=True):
+            assert rank is not None  # team boards have no exact tier: every rank is shown
+            line["rank"] = rank
 
     def _game(self, game_id: str) -> GameConfig:
         config = self._catalog.lookup(game_id) if isinstance(game_id, str) else None
@@ -150,30 +205,46 @@ class TeamReader:
         return config
 
     def top(
-        self, game_id: str, window_spec: str, now_ms: int, limit: int = 10, offset: int = 0
+        self,
+        game_id: str,
+        window_spec: str,
+        now_ms: int,
+        limit: int = 10,
+        offset: int = 0,
+        *,
+        ranks: str = "unique",
     ) -> TeamTopPage:
-        """``{"window", "aggregate", "entries": [{"rank", "teamId", "score"}, ...]}``."""
+        """``{"window", "aggregate", "entries": [{"rank", "teamId", "score"}, ...]}``.
+
+        ``ranks``: ``unique`` (default), ``competition`` or ``dense`` (module docstring).
+        """
         _count("limit", limit, 1, MAX_PAGE)
         _count("offset", offset, 0, 10**9)
-        board = self.board(game_id, window_spec, now_ms)
+        board = self.ranked_board(game_id, window_spec, now_ms, ranks)
         rows = scored(
             self._client.zrevrange(board.key, offset, offset + limit - 1, withscores=True)
         )
-        return {
-            "window": board.window_id,
-            "aggregate": board.aggregate.value,
-            "entries": _entries(board, rows, offset + 1),
-        }
+        entries = _entries(board, rows, offset + 1)
+        self._share(board, ranks, entries)
+        return {"window": board.window_id, "aggregate": board.aggregate.value, "entries": entries}
 
-    def rank(self, game_id: str, team_id: str, window_spec: str, now_ms: int) -> TeamRank:
-        """``{"window", "teamId", "rank", "score", "members"}`` (null rank, score: absent)."""
+    def rank(
+        self, game_id: str, team_id: str, window_spec: str, now_ms: int, *, ranks: str = "unique"
+    ) -> TeamRank:
+        """``{"window", "teamId", "rank", "score", "members"}`` (null rank, score: absent).
+
+        ``ranks``: ``competition`` is 1 + the teams with a strictly higher score,
+        ``dense`` 1 + the distinct aggregates higher than the team's.
+        """
         _team(team_id)
-        board = self.board(game_id, window_spec, now_ms)
+        board = self.ranked_board(game_id, window_spec, now_ms, ranks)
         pipe = self._client.pipeline(transaction=False)
         pipe.zrevrank(board.key, team_id)
         pipe.zscore(board.key, team_id)
         pipe.zcard(board.keys.members(board.window_id, team_id))
         rank, score, members = cast(list[Any], pipe.execute())
+        if rank is not None and score is not None and ranks != "unique":
+            rank = self._ahead(board, float(score), ranks)
         return {
             "window": board.window_id,
             "teamId": team_id,
@@ -183,12 +254,19 @@ class TeamReader:
         }
 
     def around(
-        self, game_id: str, team_id: str, window_spec: str, now_ms: int, k: int = 5
+        self,
+        game_id: str,
+        team_id: str,
+        window_spec: str,
+        now_ms: int,
+        k: int = 5,
+        *,
+        ranks: str = "unique",
     ) -> TeamAround:
         """``{"window", "above": [...], "team": {...} or null, "below": [...]}``."""
         _team(team_id)
         _count("k", k, 0, MAX_PAGE)
-        board = self.board(game_id, window_spec, now_ms)
+        board = self.ranked_board(game_id, window_spec, now_ms, ranks)
         # One consistent read: the rank and the neighbours come from the same instant.
         found: Any = self._client.zrevrank(board.key, team_id)
         if found is None:
@@ -199,6 +277,7 @@ class TeamReader:
         at = next((i for i, e in enumerate(entries) if e["teamId"] == team_id), None)
         if at is None:  # the board moved between the two reads: answer from the page read
             return {"window": board.window_id, "above": [], "team": None, "below": []}
+        self._share(board, ranks, entries)
         return {
             "window": board.window_id,
             "above": entries[:at],

@@ -10,10 +10,12 @@ the board's stream; the hub follows it like any change stream, so team
 subscribers share its one ``XREAD`` loop, its bounded queues, its replay on
 reconnect and the subscription loop of :mod:`api.live.subscription`.
 
-A push reads the team board (one shared read per question and batch of
-changes, as for player boards) and sends a ``top`` page whenever a change of
+A push reads the team board (one shared read per question, rank mode and batch
+of changes, as for player boards) and sends a ``top`` page whenever a change of
 the window arrived and the page read differs from the last one sent, and a
-``rank`` whenever the followed team's answer differs.
+``rank`` whenever the followed team's answer differs. Any change of the window
+is read again, so competition and dense ranks (which a change off the page can
+move) are pushed as ``GET`` answers them.
 """
 
 from __future__ import annotations
@@ -46,9 +48,11 @@ class TeamSubscription(Subscription):
         self._teams = teams
         self._query = query
         self._clock = clock
-        board = teams.board(query.game_id, query.window, clock())  # a bad game or window fails here
+        # A bad game, window or team id fails here, and rank_mode=dense on a game without
+        # distinct-score counts (as for player boards).
+        board = teams.ranked_board(query.game_id, query.window, clock(), query.ranks)
         if query.player_id is not None:
-            teams.rank(query.game_id, query.player_id, query.window, clock())  # a bad team id too
+            teams.rank(query.game_id, query.player_id, query.window, clock())
         self.keys = (board.keys.changes,)
         self._positions: dict[str, str] = {}
         self._throttle = Throttle(query.interval_ms / 1000)
@@ -58,7 +62,7 @@ class TeamSubscription(Subscription):
         self._team: TeamRank | None = None
         self.subscriber = Subscriber(
             self.keys,
-            watch=("teams", query.game_id, query.window, query.top),
+            watch=("teams", query.game_id, query.window, query.top, query.ranks),
             select_top=self._select_top,
             select_own=self._select_own if query.player_id is not None else None,
         )
@@ -86,10 +90,15 @@ class TeamSubscription(Subscription):
         window_id = board.window_id
         if query.top and (first or self._top_changes(changes, window_id)):
             page = await self._reads.shared(
-                ("teams-top", query.game_id, window_id, query.top),
+                ("teams-top", query.game_id, window_id, query.top, query.ranks),
                 version,
                 lambda: asyncio.to_thread(
-                    self._teams.top, query.game_id, window_id, now_ms(), query.top
+                    self._teams.top,
+                    query.game_id,
+                    window_id,
+                    now_ms(),
+                    query.top,
+                    ranks=query.ranks,
                 ),
             )
             if first or page["entries"] != self._page:
@@ -99,10 +108,10 @@ class TeamSubscription(Subscription):
         team = query.player_id
         if team is not None and (first or self._own_changes(changes, window_id)):
             rank: TeamRank = await self._reads.shared(
-                ("teams-rank", query.game_id, team, window_id),
+                ("teams-rank", query.game_id, team, window_id, query.ranks),
                 version,
                 lambda: asyncio.to_thread(
-                    self._teams.rank, query.game_id, team, window_id, now_ms()
+                    self._teams.rank, query.game_id, team, window_id, now_ms(), ranks=query.ranks
                 ),
             )
             if first or rank != self._team:

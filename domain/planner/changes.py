@@ -105,7 +105,7 @@ def team_sync(namespace: str, game_id: str, game: GameConfig, found: list[Change
     """The team share of a write of a team game: its changes and their boards' slots."""
     assert game.teams is not None
     slots = {w: game.codec(game.window(w)).slots for w in {c.window_id for c in found}}
-    return TeamSync(TeamKeys(namespace, game_id), game.teams, found, slots)
+    return TeamSync(TeamKeys(namespace, game_id), game.teams, found, slots, game.dense_ranks)
 
 
 def group_changes(

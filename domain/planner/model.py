@@ -133,6 +133,8 @@ class TeamSync:
     changes: list[Change]
     #: Window id -> its board's tie-break slots (decodes a composite in Lua).
     slots: dict[str, int]
+    #: The game keeps distinct-score counts (``dense_ranks``): the team boards' too.
+    dense: bool = False
 
 
 @dataclass

@@ -23,7 +23,7 @@ from domain.signing import parse_keyring
 from domain.teams import valid_team_id
 from jobs.team_verify import verify_teams
 from jobs.teams import MembershipApplier, ensure_membership_topic, run_membership
-from lb.commands.read import add_game, add_window, emit, now_ms
+from lb.commands.read import add_game, add_rank_mode, add_window, emit, now_ms
 from readers import game_catalog, redis_client
 from readers.teams import TeamReader
 from schemas.membership import MembershipCodec, sign_membership
@@ -100,7 +100,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _top(args: argparse.Namespace) -> int:
-    page = _reader().top(args.game, args.window, now_ms(), args.limit, args.offset)
+    page = _reader().top(
+        args.game, args.window, now_ms(), args.limit, args.offset, ranks=args.rank_mode
+    )
     if args.json:
         emit(page)
         return 0
@@ -113,7 +115,7 @@ def _top(args: argparse.Namespace) -> int:
 
 
 def _rank(args: argparse.Namespace) -> int:
-    answer = _reader().rank(args.game, args.team, args.window, now_ms())
+    answer = _reader().rank(args.game, args.team, args.window, now_ms(), ranks=args.rank_mode)
     if args.json:
         emit(answer)
     else:
@@ -125,7 +127,9 @@ def _rank(args: argparse.Namespace) -> int:
 
 
 def _around(args: argparse.Namespace) -> int:
-    answer = _reader().around(args.game, args.team, args.window, now_ms(), args.k)
+    answer = _reader().around(
+        args.game, args.team, args.window, now_ms(), args.k, ranks=args.rank_mode
+    )
     if args.json:
         emit(answer)
     else:
@@ -192,6 +196,7 @@ def _reads(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_window(top)
     top.add_argument("--limit", type=int, default=10, help="entries per page (1..1000)")
     top.add_argument("--offset", type=int, default=0, help="entries to skip")
+    add_rank_mode(top)
     top.set_defaults(handler=_top)
     for name, handler, text in (
         ("rank", _rank, "a team's rank and score (exit 1: not on the board)"),
@@ -204,6 +209,8 @@ def _reads(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         add_window(parser)
         if name == "around":
             parser.add_argument("--k", type=int, default=5, help="teams above and below")
+        if name != "members":
+            add_rank_mode(parser)
         if name == "members":
             parser.add_argument("--limit", type=int, default=10, help="entries (1..1000)")
             parser.add_argument("--offset", type=int, default=0, help="entries to skip")

@@ -44,11 +44,7 @@ end
 local zspan, rspan = {}, {}               -- where each board's members are (entry metadata)
 -- Distinct-score counts of dense-ranked boards (encoding.distinct_args): a section
 -- of its own at the end, found through ARGV[#ARGV - 1] and applied before the
--- members change, so an unknown old value is still there to read. Batched per
--- board: one read of the floors touched, then one command per kind of change.
-local function each(cmd, key, list)
-  for at = 1, #list, per do redis.call(cmd, key, unpack(list, at, math.min(at + per - 1, #list))) end
-end
+-- members change, so an unknown old value is still there to read (dense_lib.lua).
 local queued = {}                         -- per board: window, expiry, (floor, change)*
 if dense > 0 then
   local j = dense + 2
@@ -86,39 +82,7 @@ if dense > 0 then
       end
     end
     j = j + m
-    local set, del, enter, leave = {}, {}, {}, {}
-    if #floors > 0 then
-      local had = {}
-      for at = 1, #floors, per do
-        local part = redis.call('HMGET', h, unpack(floors, at, math.min(at + per - 1, #floors)))
-        for _, c in ipairs(part) do had[#had + 1] = tonumber(c) or 0 end
-      end
-      for k, f in ipairs(floors) do
-        local now = had[k] + delta[k]
-        if now == had[k] then
-          -- as many came as went: nothing changes
-        elseif now > 0 then
-          set[#set + 1] = f; set[#set + 1] = now
-          if had[k] <= 0 then enter[#enter + 1] = f; enter[#enter + 1] = f end
-        elseif had[k] ~= 0 then
-          del[#del + 1] = f
-          if had[k] > 0 then leave[#leave + 1] = f end
-        end
-      end
-    end
-    if #set > 0 then
-      for at = 1, #set, 2 * per do
-        redis.call('HSET', h, unpack(set, at, math.min(at + 2 * per - 1, #set)))
-      end
-    end
-    if #del > 0 then each('HDEL', h, del) end
-    if #enter > 0 then
-      for at = 1, #enter, 2 * per do
-        redis.call('ZADD', z, unpack(enter, at, math.min(at + 2 * per - 1, #enter)))
-      end
-    end
-    if #leave > 0 then each('ZREM', z, leave) end
-    if total ~= 0 and redis.call('HINCRBY', h, '#', total) == 0 then redis.call('HDEL', h, '#') end
+    dense_apply(h, z, floors, delta, total, per)
     if exp == 0 then exp = math.floor(redis.call('PEXPIRETIME', b) / 1000) end
     if exp > 0 then redis.call('EXPIREAT', h, exp); redis.call('EXPIREAT', z, exp) end
     if outbox then
@@ -224,16 +188,16 @@ for _ = 1, tonumber(take()) do            -- hdel: key index, n, field* (erasure
   local k = KEYS[tonumber(take())]; local n = tonumber(take())
   chunked('HDEL', k, i, n, 1); i = i + n
 end
-if tonumber(take()) > 0 then             -- teams: 1, of, slots, agg, prefix, n, (w s)*, m, (w p v)*
+if tonumber(take()) > 0 then             -- teams: 1, of, slots, agg, prefix, dense, n, (w s)*, m, (w p v)*
   local of = KEYS[tonumber(take())]; local slots = KEYS[tonumber(take())]
-  local agg = take(); local prefix = take()
+  local agg = take(); local prefix = take(); local counted = take() == '1'
   for _ = 1, tonumber(take()) do redis.call('HSET', slots, take(), take()) end
   for _ = 1, tonumber(take()) do
     local w = take(); local p = take(); local v = take()
     local team = redis.call('HGET', of, p)
     if team then team_put(prefix, agg, w, team, p, v ~= '' and tonumber(v)) end
   end
-  team_flush(prefix)
+  team_flush(prefix, counted)
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 local t1 = redis.call('TIME')

@@ -12,9 +12,6 @@ local name = ARGV[1]; local per = tonumber(ARGV[2])
 local wm = tonumber(redis.call('HGET', KEYS[1], name) or '-1')
 if redis.call('HEXISTS', KEYS[1], '!') == 1 then return {-1, wm, 0} end
 local i = 4
-local function each(cmd, key, list)
-  for at = 1, #list, per do redis.call(cmd, key, unpack(list, at, math.min(at + per - 1, #list))) end
-end
 for _ = 1, tonumber(ARGV[3]) do
   local offset = tonumber(ARGV[i]); local prev = tonumber(ARGV[i + 1])
   local nb = tonumber(ARGV[i + 2]); i = i + 3
@@ -32,31 +29,7 @@ for _ = 1, tonumber(ARGV[3]) do
         floors[k] = ARGV[i + 2 * k - 2]; delta[k] = tonumber(ARGV[i + 2 * k - 1])
         total = total + delta[k]
       end
-      local had = {}
-      for at = 1, n, per do
-        local part = redis.call('HMGET', h, unpack(floors, at, math.min(at + per - 1, n)))
-        for _, c in ipairs(part) do had[#had + 1] = tonumber(c) or 0 end
-      end
-      local set, del, enter, leave = {}, {}, {}, {}
-      for k, f in ipairs(floors) do
-        local now = had[k] + delta[k]
-        if now > 0 then
-          set[#set + 1] = f; set[#set + 1] = now
-          if had[k] <= 0 then enter[#enter + 1] = f; enter[#enter + 1] = f end
-        else
-          del[#del + 1] = f
-          if had[k] > 0 then leave[#leave + 1] = f end
-        end
-      end
-      if #set > 0 then
-        for at = 1, #set, 2 * per do redis.call('HSET', h, unpack(set, at, math.min(at + 2 * per - 1, #set))) end
-      end
-      if #del > 0 then each('HDEL', h, del) end
-      if #enter > 0 then
-        for at = 1, #enter, 2 * per do redis.call('ZADD', z, unpack(enter, at, math.min(at + 2 * per - 1, #enter))) end
-      end
-      if #leave > 0 then each('ZREM', z, leave) end
-      if total ~= 0 and redis.call('HINCRBY', h, '#', total) == 0 then redis.call('HDEL', h, '#') end
+      dense_apply(h, z, floors, delta, total, per)
       if exp > 0 then redis.call('EXPIREAT', h, exp); redis.call('EXPIREAT', z, exp) end
     end
     i = i + 2 * n

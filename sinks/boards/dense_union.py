@@ -47,8 +47,12 @@ from adapters.redis import Script, text
 from domain.keys import GroupKeys, tag_of
 from sinks.boards.encoding import key_indexer
 
+#: ``dense_apply``, the distinct-count update every counted board shares (player
+#: boards, the game-wide counts, team boards): prepended to the scripts that use it.
+DENSE_LIB = Path(__file__).with_name("dense_lib.lua").read_text()
+
 #: The game-wide counts' write (``dense_union.lua``).
-UNION_APPLY = Script(Path(__file__).with_name("dense_union.lua").read_text())
+UNION_APPLY = Script(DENSE_LIB + Path(__file__).with_name("dense_union.lua").read_text())
 
 #: Drops a shard partition's queued entries up to an offset the game-wide counts hold;
 #: answers {entries left, microseconds Redis spent}.

@@ -188,7 +188,7 @@ def team_args(write: GroupWrite, key_index: Callable[[str], int]) -> list[Any]:
         return [0]
     keys = sync.keys
     args: list[Any] = [1, key_index(keys.membership), key_index(keys.slots)]
-    args += [sync.aggregate.value, keys.prefix, len(sync.slots)]
+    args += [sync.aggregate.value, keys.prefix, int(sync.dense), len(sync.slots)]
     for window_id, slots in sync.slots.items():
         args += [window_id, slots]
     args.append(len(sync.changes))

@@ -34,7 +34,14 @@ from adapters.redis import RedisClient, Script, as_cluster, node_of, text
 from domain.backoff import Backoff
 from domain.errors import Deposed, RetryBudgetExceeded, ServiceError, StopRequested
 from domain.planner import GroupWrite, LookupResults, Lookups, WritePlan
-from sinks.boards.dense_union import TRIM_OUTBOX, Queued, apply_all, last_offset, union_call
+from sinks.boards.dense_union import (
+    DENSE_LIB,
+    TRIM_OUTBOX,
+    Queued,
+    apply_all,
+    last_offset,
+    union_call,
+)
 from sinks.boards.dense_union import queued as queued_changes
 from sinks.boards.encoding import FENCED, PER_COMMAND, encode, outcomes, raise_first_error
 from sinks.boards.reads import parse_reads, read_commands
@@ -68,7 +75,8 @@ NO_RETRY = Backoff(budget_s=0)
 
 #: The group write (``apply_group.lua``; arguments: :func:`sinks.boards.encoding.encode`).
 APPLY_GROUP = Script(
-    (Path(__file__).parent.parent / "teams" / "team_lib.lua").read_text()
+    DENSE_LIB
+    + (Path(__file__).parent.parent / "teams" / "team_lib.lua").read_text()
     + (Path(__file__).with_name("apply_group.lua")).read_text()
 )
 

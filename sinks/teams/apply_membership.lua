@@ -1,11 +1,11 @@
 -- One batch of membership records applied to one game's team boards (after team_lib.lua).
 -- KEYS[1] membership hash, KEYS[2] membership watermarks, KEYS[3] window slots.
--- ARGV: field (<topic>/<p>), through, aggregate, key prefix, n, (offset player team)*
--- (team '': none). Records at or below the stored watermark were applied before
--- and are skipped; the watermark becomes `through` (the batch's last offset, dead
--- letters included). Answers how many records changed a player's team.
+-- ARGV: field (<topic>/<p>), through, aggregate, key prefix, dense ('1': the game keeps
+-- distinct-score counts), n, (offset player team)* (team '': none). Records at or
+-- below the stored watermark were applied before and are skipped; the watermark
+-- becomes `through` (the batch's last offset, dead letters included). Answers how many records changed a player's team.
 local cur = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '-1')
-local agg = ARGV[3]; local prefix = ARGV[4]
+local agg = ARGV[3]; local prefix = ARGV[4]; local dense = ARGV[5] == '1'
 -- Windows whose board is gone (expired, or every member retracted) hold no team
 -- state either: forget them (a group write adds a window back when it scores).
 local windows = {}
@@ -16,9 +16,9 @@ for w = 1, #listed, 2 do
   else redis.call('HDEL', KEYS[3], listed[w]) end
 end
 local moved = 0
-for j = 0, tonumber(ARGV[5]) - 1 do
-  local offset = tonumber(ARGV[6 + 3 * j])
-  local player = ARGV[7 + 3 * j]; local team = ARGV[8 + 3 * j]
+for j = 0, tonumber(ARGV[6]) - 1 do
+  local offset = tonumber(ARGV[7 + 3 * j])
+  local player = ARGV[8 + 3 * j]; local team = ARGV[9 + 3 * j]
   if offset > cur then
     local old = redis.call('HGET', KEYS[1], player) or ''
     if old ~= team then
@@ -38,6 +38,6 @@ for j = 0, tonumber(ARGV[5]) - 1 do
     end
   end
 end
-team_flush(prefix)
+team_flush(prefix, dense)
 if tonumber(ARGV[2]) > cur then redis.call('HSET', KEYS[2], ARGV[1], ARGV[2]) end
 return moved

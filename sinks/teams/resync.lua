@@ -1,13 +1,14 @@
 -- Recompute one game's team state from its membership and its boards (after team_lib.lua).
--- KEYS[1] membership hash, KEYS[2] window slots. ARGV: aggregate, key prefix, n, (window slots)*
--- (the windows of the game's registry). Used after boards were replaced wholesale (a
+-- KEYS[1] membership hash, KEYS[2] window slots. ARGV: aggregate, key prefix, dense ('1':
+-- the game keeps distinct-score counts, recounted here), n, (window slots)* (the windows
+-- of the game's registry). Used after boards were replaced wholesale (a
 -- rebuild's cut-over, a backfill's fill): atomic, so a reader sees the old team boards or
 -- the recomputed ones. Answers the number of windows recomputed.
-local agg = ARGV[1]; local prefix = ARGV[2]
+local agg = ARGV[1]; local prefix = ARGV[2]; local dense = ARGV[3] == '1'
 local windows = {}
 local listed = redis.call('HGETALL', KEYS[2])
 for w = 1, #listed, 2 do windows[listed[w]] = tonumber(listed[w + 1]) end
-for i = 0, tonumber(ARGV[3]) - 1 do windows[ARGV[4 + 2 * i]] = tonumber(ARGV[5 + 2 * i]) end
+for i = 0, tonumber(ARGV[4]) - 1 do windows[ARGV[5 + 2 * i]] = tonumber(ARGV[6 + 2 * i]) end
 local members = redis.call('HGETALL', KEYS[1])
 local teams = {}
 for i = 2, #members, 2 do teams[members[i]] = true end
@@ -32,5 +33,23 @@ for window, slots in pairs(windows) do
     redis.call('HDEL', KEYS[2], window)
   end
 end
-team_flush(prefix)
+team_flush(prefix, false)
+-- The distinct-score counts, counted again from the team boards just written: complete
+-- whatever they held before (a game given dense_ranks after its team boards existed).
+if dense then
+  for window in pairs(windows) do
+    local h = prefix .. 'teams:dense:n:' .. window
+    local z = prefix .. 'teams:dense:s:' .. window
+    redis.call('DEL', h, z)
+    local rows = redis.call('ZRANGE', prefix .. 'teams:' .. window, 0, -1, 'WITHSCORES')
+    local floors, delta, index = {}, {}, {}
+    for r = 2, #rows, 2 do
+      local k = index[rows[r]]
+      if k == nil then k = #floors + 1; floors[k] = rows[r]; delta[k] = 0; index[rows[r]] = k end
+      delta[k] = delta[k] + 1
+    end
+    dense_apply(h, z, floors, delta, #rows / 2, 1000)
+    team_expire(prefix, window, h); team_expire(prefix, window, z)
+  end
+end
 return done

@@ -19,11 +19,12 @@ from domain.errors import LeaderboardError
 from domain.games import GameConfig
 from domain.keys import GroupKeys
 from domain.teams import TeamAggregate, TeamKeys
+from sinks.boards.dense_union import DENSE_LIB
 
 _HERE = Path(__file__).parent
 
-#: The team helpers every team-aware script starts with.
-TEAM_LIB = (_HERE / "team_lib.lua").read_text()
+#: The team helpers every team-aware script starts with (after the shared distinct counts).
+TEAM_LIB = DENSE_LIB + (_HERE / "team_lib.lua").read_text()
 
 #: A batch of membership records for one game (``apply_membership.lua``).
 APPLY_MEMBERSHIP = Script(TEAM_LIB + (_HERE / "apply_membership.lua").read_text())
@@ -42,17 +43,21 @@ def apply_membership(
     field: str,
     records: Sequence[tuple[int, str, str | None]],
     through: int,
+    *,
+    dense: bool = False,
 ) -> int:
     """Apply ``(offset, player, team or None)`` records of one partition to one game.
 
     ``through`` is the batch's last offset (dead letters included): the game's
-    watermark for ``field`` ends there. Returns how many players changed team.
+    watermark for ``field`` ends there. ``dense``: the game keeps distinct-score
+    counts (``dense_ranks``), moved with the team boards. Returns how many players
+    changed team.
     """
     moved = 0
     pieces = [records[at : at + PIECE] for at in range(0, len(records), PIECE)] or [[]]
     for index, piece in enumerate(pieces):
         last = through if index == len(pieces) - 1 else piece[-1][0]
-        args: list[object] = [field, last, aggregate.value, keys.prefix, len(piece)]
+        args: list[object] = [field, last, aggregate.value, keys.prefix, int(dense), len(piece)]
         for offset, player, team in piece:
             args += [offset, player, team or ""]
         moved += int(APPLY_MEMBERSHIP(client, [keys.membership, keys.watermarks, keys.slots], args))
@@ -82,7 +87,13 @@ def resync_teams(client: RedisClient, namespace: str, games: Mapping[str, GameCo
             RESYNC(
                 client,
                 [keys.membership, keys.slots],
-                [config.teams.value, keys.prefix, len(args) // 2, *args],
+                [
+                    config.teams.value,
+                    keys.prefix,
+                    int(config.dense_ranks),
+                    len(args) // 2,
+                    *args,
+                ],
             )
         )
     return done

@@ -21,15 +21,45 @@ local function team_note(board, window, team)
     team_touched[#team_touched + 1] = {window, team, id}
   end
 end
+-- A game with dense_ranks keeps distinct-score counts beside each team board
+-- (teams:dense:n:<window>, teams:dense:s:<window>; domain.teams.TeamKeys): the
+-- aggregates that changed move them in the same call, through dense_lib.lua's
+-- dense_apply (a value is the aggregate as Redis stores it, decimal text).
+local function team_count(prefix, moved, order)
+  for _, window in ipairs(order) do
+    local m = moved[window]
+    local h = prefix .. 'teams:dense:n:' .. window
+    local z = prefix .. 'teams:dense:s:' .. window
+    dense_apply(h, z, m.floors, m.delta, m.total, 1000)
+    team_expire(prefix, window, h); team_expire(prefix, window, z)
+  end
+end
+local function team_moved(moved, order, window, value, by)
+  local m = moved[window]
+  if m == nil then
+    m = {floors = {}, delta = {}, index = {}, total = 0}
+    moved[window] = m; order[#order + 1] = window
+  end
+  local k = m.index[value]
+  if k == nil then k = #m.floors + 1; m.floors[k] = value; m.delta[k] = 0; m.index[value] = k end
+  m.delta[k] = m.delta[k] + by; m.total = m.total + by
+end
 -- The stream is capped like the boards' change streams (domain.keys.CHANGES_MAXLEN).
-local function team_flush(prefix)
+-- dense: also move the distinct-score counts of the boards changed (see above).
+local function team_flush(prefix, dense)
   local out = {}
+  local moved, order = {}, {}
   for _, t in ipairs(team_touched) do
     local now = redis.call('ZSCORE', prefix .. 'teams:' .. t[1], t[2]) or false
     local was = team_before[t[3]]
-    if now ~= was then out[#out + 1] = {w = t[1], p = t[2], o = was or '', n = now or ''} end
+    if now ~= was then
+      out[#out + 1] = {w = t[1], p = t[2], o = was or '', n = now or ''}
+      if dense and was then team_moved(moved, order, t[1], was, -1) end
+      if dense and now then team_moved(moved, order, t[1], now, 1) end
+    end
   end
   team_before, team_touched = {}, {}
+  if dense then team_count(prefix, moved, order) end
   if #out > 0 then
     redis.call('XADD', prefix .. 'teams:changes', 'MAXLEN', '~', 10000, '*', 'c', cjson.encode(out))
   end

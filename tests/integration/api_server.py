@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from api.app import create_app
@@ -24,6 +25,19 @@ def api_settings(
         dlq_topic=f"{topic}.dlq",
         hmac_keys=Secret(keys),
         namespace=namespace,
+        **over,
+    )
+
+
+def job_api_settings(env: dict[str, str], namespace: str, keys: str, **over: Any) -> Settings:
+    """Settings of an API over what a job run with ``env`` (``streams.job_env``) writes."""
+    return api_settings(
+        env["LB_KAFKA_BOOTSTRAP"],
+        env["LB_REDIS_URL"],
+        env["LB_TOPIC"],
+        namespace,
+        keys,
+        games_file=Path(env["LB_GAMES"]),
         **over,
     )
 

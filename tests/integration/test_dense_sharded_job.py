@@ -24,7 +24,7 @@ import pytest
 from adapters.redis import text
 from domain.games import GameCatalog
 from domain.keys import GroupKeys
-from tests.integration.api_server import api_settings, running_api
+from tests.integration.api_server import job_api_settings, running_api
 from tests.integration.streams import KEYS, job_env, lb
 
 SHARDS = 4
@@ -117,15 +117,7 @@ def _run(env: dict[str, str], client: Any, ns: str, api_over: dict[str, Any]) ->
     assert lb(produce, env).returncode == 0
     done = lb(["run", "--until-end"], env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    settings = api_settings(
-        env["LB_KAFKA_BOOTSTRAP"],
-        env["LB_REDIS_URL"],
-        env["LB_TOPIC"],
-        ns,
-        KEYS,
-        games_file=Path(env["LB_GAMES"]),
-        **api_over,
-    )
+    settings = job_api_settings(env, ns, KEYS, **api_over)
     with running_api(settings) as api:
         _check(client, ns, env, api)
         verify = lb(["verify", "--json", "--quiet"], env, timeout=300)

@@ -56,6 +56,8 @@ DOCUMENTS = [
     "CLI.md",
     *sorted(p.name for p in (REPO / "docs").glob("*.md") if p.name != "CLI.md"),
 ]
+#: Suffixes of the topics and namespaces of examples that keep their own (API.md, TEAMS.md).
+OWN = ("-podium", "-guild")
 #: While writing a document, only some: ``LB_DOCS_ONLY=CLI.md,SECURITY.md`` (no totals checked).
 ONLY = [name for name in os.environ.get("LB_DOCS_ONLY", "").split(",") if name]
 DOCUMENTS = ONLY or DOCUMENTS
@@ -300,10 +302,10 @@ def scratch(services: dict[str, Any], tmp_path: Path) -> Iterator[tuple[Path, di
     )
     yield root, env
     admin = AdminClient({"bootstrap.servers": base.kafka_bootstrap})
-    # lb run makes the dead-letter and profiles topics beside each topic; API.md's
-    # dense-rank example has a topic and namespace of its own ("-podium").
+    # lb run makes the dead-letter and profiles topics beside each topic; the dense-rank
+    # examples of API.md and TEAMS.md have topics and namespaces of their own.
     teams = env["LB_TEAMS_TOPIC"]
-    scored = [env["LB_TOPIC"], f"{env['LB_TOPIC']}-podium"]
+    scored = [env["LB_TOPIC"], *(f"{env['LB_TOPIC']}{own}" for own in OWN)]
     topics = [name + end for name in scored for end in ("", ".dlq", ".profiles", ".profiles.dlq")]
     topics += [teams, f"{teams}.dlq"]
     for future in admin.delete_topics(topics).values():
@@ -313,7 +315,7 @@ def scratch(services: dict[str, Any], tmp_path: Path) -> Iterator[tuple[Path, di
 
     client = redis.Redis.from_url(base.redis_url.reveal())
     namespace = env["LB_NAMESPACE"]
-    for pattern in (f"{namespace}:*", f"{namespace}~*:*", f"{namespace}-podium:*"):
+    for pattern in (f"{namespace}:*", f"{namespace}~*:*", *(f"{namespace}{own}:*" for own in OWN)):
         for key in client.scan_iter(match=pattern, count=1000):
             client.delete(key)
     client.close()
