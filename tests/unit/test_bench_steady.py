@@ -10,11 +10,13 @@ import pytest
 from bench.common import machine
 from bench.steady import (
     CALLS,
+    DEDUPE_TTL_S,
     MAX,
     NEW_SHARE,
     goals,
     latency,
     markdown,
+    memory_run,
     parse_rate,
     plan,
     player_id,
@@ -109,7 +111,7 @@ def test_goals_judge_each_figure_against_its_limit() -> None:
     assert verdict(5.01, 5.0) == "over"
     fast = {call: {"p50": 0.5, "p99": 4.0, "max": 19.0, "calls": 9} for call in CALLS}
     slow = {**fast, "rank": {"p50": 0.5, "p99": 6.0, "max": 19.0, "calls": 9}}
-    summary = {"runs": [_run(20_000, slow), _run(MAX, slow)], "rebuild_s": 330.23}
+    summary = {"runs": [_run(20_000, slow), _run(MAX, slow)], "rebuild_s": 330.23, "total_s": 60}
     rows = {row[0].split(" (")[0].split(":")[0]: row[1:] for row in goals(summary)}
     # Only the max run is judged for reads; the 20K run's slow rank does not count twice.
     assert rows["top-10 at the job's maximum rate"] == ["4.00 / 19 ms", "PASS"]
@@ -119,6 +121,18 @@ def test_goals_judge_each_figure_against_its_limit() -> None:
     verdicts = [row[-1] for row in goals(summary)]
     assert verdicts.count("over") == 3  # rank, rebuild, job CPU 20.5 µs > 18
     assert verdicts.count("PASS") == 4  # top-10, around, dedupe, Redis CPU 11 µs ≤ 12
+
+
+def test_memory_comes_from_the_last_run_only_while_no_dedupe_id_can_have_expired() -> None:
+    fast = {call: {"p50": 0.5, "p99": 4.0, "max": 19.0, "calls": 9} for call in CALLS}
+    first, last = _run(20_000, fast), _run(MAX, fast)
+    last["memory"] = {**last["memory"], "dedupe_bytes_per_event": 20.0}
+    runs = [first, last]
+    assert memory_run({"runs": runs, "total_s": DEDUPE_TTL_S}) == ("last", last["memory"])
+    assert memory_run({"runs": runs, "total_s": DEDUPE_TTL_S + 1}) == ("first", first["memory"])
+    long_run = {"runs": runs, "rebuild_s": None, "total_s": 900.0}
+    assert ["dedupe memory ≤ 16 B per event", "12 B", "PASS"] in goals(long_run)
+    assert ["dedupe memory ≤ 16 B per event", "20 B", "over"] in goals({**long_run, "total_s": 60})
 
 
 def test_latency_summary_and_the_section_tables() -> None:
@@ -155,6 +169,7 @@ def test_latency_summary_and_the_section_tables() -> None:
         "| rebuild of 10M players ≤ 180 s (quoted from the rebuild section) | 330.23 s | over |"
         in text
     )
+    assert "after the last run" in text
     assert "alltime 100, weekly 101, daily 102; dedupe 12 bytes per event" in text
     assert "whole run 10.0 min" in text
     assert player_id(7) == "p0000007"
