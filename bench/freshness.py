@@ -104,7 +104,9 @@ class _AckTrackingProducer(ScoreProducer):
                     self.ack_latency[seq] = latency
 
 
-def _poller(settings: Settings, board: str, slots: int, conn: Connection, poll_s: float) -> None:
+def poll_probes(
+    settings: Settings, board: str, slots: int, conn: Connection, poll_s: float
+) -> None:
     """Child process: note when each in-flight probe becomes visible on ``board``."""
     client = redis_client(settings)
     pending: dict[str, list[tuple[int, int]]] = {}  # player -> [(score, seq)]
@@ -189,7 +191,7 @@ def _run(args: argparse.Namespace, scratch: Scratch, settings: Settings) -> dict
     context = multiprocessing.get_context("spawn")
     ours, theirs = context.Pipe()
     poller = context.Process(
-        target=_poller, args=(settings, board, slots, theirs, args.poll_ms / 1000), daemon=True
+        target=poll_probes, args=(settings, board, slots, theirs, args.poll_ms / 1000), daemon=True
     )
     poller.start()
 
