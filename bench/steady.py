@@ -1004,6 +1004,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
     settings = Settings.from_env()
+    info = machine()  # before --pin narrows this process to fewer CPUs
     with Scratch(settings, f"steady-{run_id()}") as scratch:
         client = redis_client(settings)
         redis_pid = int(client.info("server")["process_id"])
@@ -1022,7 +1023,7 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict[str, Any] = {
         "section": section_of(args.players),
         "command": " ".join(["python -m bench.steady", *(sys.argv[1:] if argv is None else argv)]),
-        "machine": machine(),
+        "machine": info,
         "params": {
             k: sorted(v) if isinstance(v, frozenset) else v
             for k, v in vars(args).items()
