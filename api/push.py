@@ -61,28 +61,20 @@ class LiveParams(_Query):
 
 def _subscription(request: Request | WebSocket, game_id: str, params: LiveParams) -> Subscription:
     app = request.app
-    if params.teams:
-        if params.playerId is not None:
-            raise QueryError("playerId follows a player board: with teams=true, use teamId")
-        query = LiveQuery(
-            game_id,
-            params.window,
-            params.top,
-            params.teamId,
-            interval_ms=params.interval,
-            ranks=params.rank_mode,
-        )
-        return TeamSubscription(app.state.hub, app.state.shared_reads, app.state.teams, query)
-    if params.teamId is not None:
+    if params.teams and params.playerId is not None:
+        raise QueryError("playerId follows a player board: with teams=true, use teamId")
+    if not params.teams and params.teamId is not None:
         raise QueryError("teamId follows a team board: add teams=true")
     query = LiveQuery(
         game_id,
         params.window,
         params.top,
-        params.playerId,
+        params.teamId if params.teams else params.playerId,
         interval_ms=params.interval,
         ranks=params.rank_mode,
     )
+    if params.teams:
+        return TeamSubscription(app.state.hub, app.state.shared_reads, app.state.teams, query)
     return Subscription(app.state.hub, app.state.shared_reads, query)
 
 
