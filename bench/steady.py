@@ -52,6 +52,7 @@ another size; not with ``--no-doc``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing as mp
 import os
 import random
@@ -85,6 +86,7 @@ from bench.common import (
 )
 from bench.formatting import fmt_int
 from bench.freshness import poll_probes
+from bench.isolation import Isolation, isolated, join_kept
 from bench.priority import raised, set_priority
 from bench.schedule import RateSchedule
 from config.clients import redis_client
@@ -281,7 +283,7 @@ def reader(
     reads: ReadPlan,
     stop: Event,
     out: Connection,
-    cpus: frozenset[int] = frozenset(),
+    isolation: Isolation | None = None,
 ) -> None:
     """Read at ``reads.rate`` calls/s until ``stop``; send the latencies (ms) per call back.
 
@@ -292,8 +294,7 @@ def reader(
     """
     os.setsid()  # a session, hence an autogroup, of its own (bench.priority)
     set_priority(0, PRIORITY)
-    if cpus:
-        os.sched_setaffinity(0, cpus)
+    join_kept(isolation)
     client = redis_client(settings)
     catalog = GameCatalog.builtin()
     boards = BoardReader(client, catalog, namespace)
@@ -335,13 +336,13 @@ class Reads:
         settings: Settings,
         namespace: str,
         reads: ReadPlan,
-        cpus: frozenset[int] = frozenset(),
+        isolation: Isolation | None = None,
     ) -> None:
         ctx = mp.get_context("spawn")
         self._stop = ctx.Event()
         self._mine, theirs = ctx.Pipe(duplex=False)
         self._proc = ctx.Process(
-            target=reader, args=(settings, namespace, reads, self._stop, theirs, cpus)
+            target=reader, args=(settings, namespace, reads, self._stop, theirs, isolation)
         )
         self._proc.start()
 
@@ -408,23 +409,6 @@ def slow_calls(client: RedisClient) -> list[tuple[str, int]]:
         (str(entry["command"]).split(" ", 1)[0].strip("b'").upper(), int(entry["duration"]))
         for entry in client.slowlog_get(100_000)
     ]
-
-
-def pin(redis_pid: int) -> frozenset[int]:
-    """Redis' main thread on the first CPU, this process (and what it starts) on the others.
-
-    A production Redis has cores of its own; on a 2-core machine the job's
-    processes would otherwise share Redis' core and every read would wait for
-    a CPU as well as behind the job's writes. Returns the CPUs given to Redis
-    (the reader joins them).
-    """
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < 2:
-        raise SystemExit("--pin needs at least 2 CPUs")
-    redis_cpus = frozenset(cpus[:1])
-    os.sched_setaffinity(redis_pid, redis_cpus)
-    os.sched_setaffinity(0, set(cpus[1:]))
-    return redis_cpus
 
 
 class Meter:
@@ -521,7 +505,7 @@ def run_max(bench: Bench, index: int, bound: int) -> dict[str, Any]:
     topic = bench.scratch.topic(f"{bench.scratch.prefix}-r{index}", args.partitions)
     seconds = produce(bench.settings, topic, stream_of(bench, args.events, index, 100_000.0))
     log(f"run {index} (max, bound {bound}): produced {args.events:,} records in {seconds:.1f} s")
-    reads = Reads(bench.settings, bench.namespace, bench.reads, args.redis_cpus)
+    reads = Reads(bench.settings, bench.namespace, bench.reads, args.isolation)
     job = job_for(bench, topic, bound, f"r{index}", until_end=True)
     meter = Meter(client, bench.namespace, job)
     children_before = children_cpu_s()
@@ -581,7 +565,7 @@ class Probes:
         self._ours, theirs = ctx.Pipe()
         self._proc = ctx.Process(
             target=raised_poller,
-            args=(bench.settings, board, game.codec(alltime).slots, theirs, bench.args.redis_cpus),
+            args=(bench.settings, board, game.codec(alltime).slots, theirs, bench.args.isolation),
             daemon=True,
         )
         self._proc.start()
@@ -615,13 +599,12 @@ class Probes:
 
 
 def raised_poller(
-    settings: Settings, board: str, slots: int, conn: Connection, cpus: frozenset[int]
+    settings: Settings, board: str, slots: int, conn: Connection, isolation: Isolation | None
 ) -> None:
     """:func:`bench.freshness.poll_probes` at the reader's priority (and CPUs)."""
     os.setsid()
     set_priority(0, PRIORITY)
-    if cpus:
-        os.sched_setaffinity(0, cpus)
+    join_kept(isolation)
     poll_probes(settings, board, slots, conn, 0.002)
 
 
@@ -647,7 +630,7 @@ def run_rate(bench: Bench, index: int, rate: int, bound: int) -> dict[str, Any]:
             f"run {index} ({rate:,}/s, bound {bound}): "
             f"job up after {time.monotonic() - job.started:.1f} s"
         )
-        reads = Reads(bench.settings, bench.namespace, bench.reads, args.redis_cpus)
+        reads = Reads(bench.settings, bench.namespace, bench.reads, args.isolation)
         meter = Meter(client, bench.namespace, job)
         probe_every = 1.0 / args.probe_rate
         started = time.monotonic()
@@ -719,7 +702,7 @@ def _scaled(seconds: float | None) -> float | None:
 
 def idle_reads(bench: Bench) -> dict[str, Any]:
     """The same reads with no job running, on the same boards."""
-    reads = Reads(bench.settings, bench.namespace, bench.reads, bench.args.redis_cpus)
+    reads = Reads(bench.settings, bench.namespace, bench.reads, bench.args.isolation)
     time.sleep(bench.args.idle_s)
     return reads.finish()
 
@@ -914,7 +897,8 @@ def markdown(summary: dict[str, Any]) -> str:
             "reached one second of input and was 0 after the drain. CPU per record counted: "
             "the job's processes (their `/proc` times) and Redis' main thread (`INFO cpu`). "
             f"Redis, the reader and the poller run at nice {PRIORITY}, their autogroups too "
-            "(`bench/priority.py`).",
+            "(`bench/priority.py`)"
+            + (f"; {params['isolation']}." if params.get("isolation") else "."),
             "",
             "Goals:",
             "",
@@ -956,7 +940,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--pin",
         action="store_true",
-        help="Redis, the reader and the poller on the first CPU, the job on the others",
+        help=(
+            "Redis, the reader and the poller alone on the first CPU: every other process "
+            "in a cpuset of the others for the run (bench/isolation.py; needs root)"
+        ),
     )
     parser.add_argument("--no-doc", action="store_true")
     args = parser.parse_args(argv)
@@ -1011,24 +998,21 @@ def main(argv: list[str] | None = None) -> int:
         slowlog = client.config_get("slowlog-*")
         client.config_set("slowlog-log-slower-than", 1000)
         client.config_set("slowlog-max-len", 100_000)
-        redis_affinity = os.sched_getaffinity(redis_pid)
-        args.redis_cpus = pin(redis_pid) if args.pin else frozenset()
         try:
-            with raised(redis_pid, PRIORITY):
+            with contextlib.ExitStack() as stack:
+                args.isolation = stack.enter_context(isolated(redis_pid)) if args.pin else None
+                stack.enter_context(raised(redis_pid, PRIORITY))
                 results = run_all(scratch, settings, args)
         finally:
             for name, value in slowlog.items():
                 client.config_set(str(name), str(value))
-            os.sched_setaffinity(redis_pid, redis_affinity)
+    isolation = args.isolation
+    args.isolation = isolation.describe() if isolation is not None else None
     summary: dict[str, Any] = {
         "section": section_of(args.players),
         "command": " ".join(["python -m bench.steady", *(sys.argv[1:] if argv is None else argv)]),
         "machine": info,
-        "params": {
-            k: sorted(v) if isinstance(v, frozenset) else v
-            for k, v in vars(args).items()
-            if k != "no_doc"
-        },
+        "params": {k: v for k, v in vars(args).items() if k != "no_doc"},
         **results,
         # Quoted from the checkout's own page, wherever this run's section goes.
         "rebuild_s": (
