@@ -314,6 +314,26 @@ def system_cpu_s() -> dict[str, float | None]:
     return {"machine": busy / _TICK}
 
 
+def steal_ticks() -> tuple[int, int]:
+    """(stolen, all) CPU ticks of the machine so far: the hypervisor's share, for context.
+
+    On a virtual machine the host may run another guest on a CPU this one
+    thinks it has; a stolen tick is time every process here waited, Redis
+    included, whatever its priority.
+    """
+    try:
+        ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return 0, 0
+    return ticks[7], sum(ticks)
+
+
+def steal_share(before: tuple[int, int], after: tuple[int, int]) -> float | None:
+    """The stolen share (%) of every CPU tick between two :func:`steal_ticks`."""
+    ticks = after[1] - before[1]
+    return round(100 * (after[0] - before[0]) / ticks, 1) if ticks > 0 else None
+
+
 def service_cpu_s(settings: Settings, client: RedisClient) -> dict[str, float | None]:
     """Cumulative CPU seconds of Redis, the Kafka broker and the whole machine (context)."""
     out: dict[str, float | None] = {"redis": None, "kafka": None, **system_cpu_s()}

@@ -82,6 +82,8 @@ from bench.common import (
     publish,
     run_id,
     session_cpu_s,
+    steal_share,
+    steal_ticks,
     table,
 )
 from bench.formatting import fmt_int
@@ -345,11 +347,15 @@ class Reads:
             target=reader, args=(settings, namespace, reads, self._stop, theirs, isolation)
         )
         self._proc.start()
+        self._steal = steal_ticks()
+        #: The hypervisor's share of the CPU ticks while the reads ran (%), after :meth:`finish`.
+        self.steal_pct: float | None = None
 
     def finish(self) -> dict[str, dict[str, float | int | None]]:
         """Stop reading; p50/p99/max (ms) and the count per call."""
         self._stop.set()
         times: dict[str, list[float]] = self._mine.recv()
+        self.steal_pct = steal_share(self._steal, steal_ticks())
         self._proc.join(30)
         return {name: latency(values) for name, values in times.items()}
 
@@ -543,6 +549,7 @@ def run_max(bench: Bench, index: int, bound: int) -> dict[str, Any]:
         "freshness_ms": None,
         **report,
         "reads": read,
+        "steal_pct": reads.steal_pct,
         "memory": memory(client, bench.namespace, the_game()),
     }
 
@@ -692,6 +699,7 @@ def run_rate(bench: Bench, index: int, rate: int, bound: int) -> dict[str, Any]:
         },
         **report,
         "reads": read,
+        "steal_pct": reads.steal_pct,
         "memory": memory(client, bench.namespace, the_game()),
     }
 
@@ -700,11 +708,11 @@ def _scaled(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 1)
 
 
-def idle_reads(bench: Bench) -> dict[str, Any]:
-    """The same reads with no job running, on the same boards."""
+def idle_reads(bench: Bench) -> tuple[dict[str, Any], float | None]:
+    """The same reads with no job running, on the same boards; the steal share meanwhile."""
     reads = Reads(bench.settings, bench.namespace, bench.reads, bench.args.isolation)
     time.sleep(bench.args.idle_s)
-    return reads.finish()
+    return reads.finish(), reads.steal_pct
 
 
 # -- the goals and the section -------------------------------------------------------------
@@ -844,15 +852,23 @@ def ingest_rows(runs: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     return rows
 
 
-def read_rows(runs: Sequence[Mapping[str, Any]], idle: Mapping[str, Any]) -> list[list[str]]:
-    """One row per call: p50 / p99 / max in each run, then with the job stopped."""
+def read_rows(
+    runs: Sequence[Mapping[str, Any]], idle: Mapping[str, Any], idle_steal: float | None = None
+) -> list[list[str]]:
+    """One row per call: p50 / p99 / max in each run, then with the job stopped.
+
+    The last row is the share of CPU ticks the hypervisor took meanwhile: a
+    Redis waiting for its virtual CPU stalls every reader, whatever the job does.
+    """
 
     def cell(read: Mapping[str, Any]) -> str:
         return " / ".join(_ms(read[q]) for q in ("p50", "p99", "max"))
 
-    return [
+    rows = [
         [call] + [cell(run["reads"][call]) for run in runs] + [cell(idle[call])] for call in CALLS
     ]
+    steal = [run.get("steal_pct") for run in runs] + [idle_steal]
+    return [*rows, ["CPU stolen by the host (%)"] + [_num(value) for value in steal]]
 
 
 def markdown(summary: dict[str, Any]) -> str:
@@ -906,7 +922,7 @@ def markdown(summary: dict[str, Any]) -> str:
             "",
             table(ingest_header, ingest_rows(runs)),
             "",
-            table(read_header, read_rows(runs, summary["idle"])),
+            table(read_header, read_rows(runs, summary["idle"], summary.get("idle_steal_pct"))),
             "",
             f"Redis memory after the {after} run (`MEMORY USAGE`, exact; a dedupe bucket lives "
             f"{DEDUPE_TTL_S // 60} minutes after its last write, so the last run's figure counts "
@@ -981,9 +997,9 @@ def run_all(scratch: Scratch, settings: Settings, args: argparse.Namespace) -> d
         else:
             runs.append(run_rate(bench, index, int(rate), bound))
     log(f"idle reads for {args.idle_s:g} s")
-    idle = idle_reads(bench)
+    idle, idle_steal = idle_reads(bench)
     scratch.drop_namespace(namespace)
-    return {"load_s": round(loaded_s, 1), "runs": runs, "idle": idle}
+    return {"load_s": round(loaded_s, 1), "runs": runs, "idle": idle, "idle_steal_pct": idle_steal}
 
 
 def main(argv: list[str] | None = None) -> int:

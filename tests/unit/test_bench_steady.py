@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bench.common import machine
+from bench.common import machine, steal_share
 from bench.steady import (
     CALLS,
     DEDUPE_TTL_S,
@@ -154,6 +154,7 @@ def test_latency_summary_and_the_section_tables() -> None:
         },
         "runs": [_run(20_000, reads), _run(MAX, reads, bound=0)],
         "idle": reads,
+        "idle_steal_pct": 0.4,
         "rebuild_s": 330.23,
         "load_s": 12.0,
         "total_s": 600.0,
@@ -165,6 +166,7 @@ def test_latency_summary_and_the_section_tables() -> None:
     assert header in text
     for call in CALLS:
         assert f"| {call} | 50 / 99 / 100 | 50 / 99 / 100 | 50 / 99 / 100 |" in text
+    assert "| CPU stolen by the host (%) | - | - | 0.4 |" in text
     assert (
         "| rebuild of 10M players ≤ 180 s (quoted from the rebuild section) | 330.23 s | over |"
         in text
@@ -173,3 +175,8 @@ def test_latency_summary_and_the_section_tables() -> None:
     assert "alltime 100, weekly 101, daily 102; dedupe 12 bytes per event" in text
     assert "whole run 10.0 min" in text
     assert player_id(7) == "p0000007"
+
+
+def test_the_stolen_share_is_of_every_tick_between_two_readings() -> None:
+    assert steal_share((10, 1000), (40, 2000)) == 3.0
+    assert steal_share((10, 1000), (10, 1000)) is None
