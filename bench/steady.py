@@ -64,9 +64,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Event
-from typing import Any
+from typing import Any, cast
 
-from adapters.redis import RedisClient
+from adapters.redis import RedisClient, text
 from bench.common import (
     GAME,
     PUBLISHED_DOC,
@@ -417,6 +417,17 @@ def slow_calls(client: RedisClient) -> list[tuple[str, int]]:
     ]
 
 
+def redis_stalls(client: RedisClient) -> dict[str, float]:
+    """Redis' latency monitor since the last reset: the longest stall (ms) per event.
+
+    Its events (``fork``, ``aof-write``, ``command``, ``fast-command``, ...) say
+    what held Redis: its own persistence, a slow command, or a fast command that
+    took long because Redis was off its CPU.
+    """
+    latest = cast(list[list[Any]], client.latency_latest())
+    return {text(row[0]): float(row[3]) for row in latest}
+
+
 class Meter:
     """Counted records, the job's and Redis' CPU and the group writes over one stretch."""
 
@@ -425,6 +436,7 @@ class Meter:
         self._namespace = namespace
         self._job = job
         client.slowlog_reset()
+        client.latency_reset()
         self.records = counted(client, namespace)[0]
         self.started = time.monotonic()
         self._job_cpu = session_cpu_s(job.proc.pid)
@@ -457,6 +469,7 @@ class Meter:
             "write_max_ms": round(max(slow) / 1000, 2) if slow else None,
             "writes_over_1ms": len(slow),
             "other_slow_max_us": others,
+            "redis_stalls_ms": redis_stalls(client),
         }
 
 
@@ -857,8 +870,9 @@ def read_rows(
 ) -> list[list[str]]:
     """One row per call: p50 / p99 / max in each run, then with the job stopped.
 
-    The last row is the share of CPU ticks the hypervisor took meanwhile: a
-    Redis waiting for its virtual CPU stalls every reader, whatever the job does.
+    Then the share of CPU ticks the hypervisor took meanwhile (a Redis waiting
+    for its virtual CPU stalls every reader, whatever the job does) and Redis'
+    latency monitor: its longest stall per event over 1 ms (:func:`redis_stalls`).
     """
 
     def cell(read: Mapping[str, Any]) -> str:
@@ -868,7 +882,18 @@ def read_rows(
         [call] + [cell(run["reads"][call]) for run in runs] + [cell(idle[call])] for call in CALLS
     ]
     steal = [run.get("steal_pct") for run in runs] + [idle_steal]
-    return [*rows, ["CPU stolen by the host (%)"] + [_num(value) for value in steal]]
+    stalls = [
+        ", ".join(
+            f"{name} {value:g}" for name, value in sorted(run.get("redis_stalls_ms", {}).items())
+        )
+        or "-"
+        for run in runs
+    ]
+    return [
+        *rows,
+        ["CPU stolen by the host (%)"] + [_num(value) for value in steal],
+        ["Redis' longest stall per event (ms)", *stalls, "-"],
+    ]
 
 
 def markdown(summary: dict[str, Any]) -> str:
@@ -1012,6 +1037,8 @@ def main(argv: list[str] | None = None) -> int:
         client = redis_client(settings)
         redis_pid = int(client.info("server")["process_id"])
         slowlog = client.config_get("slowlog-*")
+        slowlog.update(client.config_get("latency-monitor-threshold"))
+        client.config_set("latency-monitor-threshold", 1)
         client.config_set("slowlog-log-slower-than", 1000)
         client.config_set("slowlog-max-len", 100_000)
         try:

@@ -152,7 +152,10 @@ def test_latency_summary_and_the_section_tables() -> None:
             "askers": 1000,
             "friends": 50,
         },
-        "runs": [_run(20_000, reads), _run(MAX, reads, bound=0)],
+        "runs": [
+            {**_run(20_000, reads), "redis_stalls_ms": {"fork": 13.0, "aof-write": 4.0}},
+            _run(MAX, reads, bound=0),
+        ],
         "idle": reads,
         "idle_steal_pct": 0.4,
         "rebuild_s": 330.23,
@@ -167,6 +170,7 @@ def test_latency_summary_and_the_section_tables() -> None:
     for call in CALLS:
         assert f"| {call} | 50 / 99 / 100 | 50 / 99 / 100 | 50 / 99 / 100 |" in text
     assert "| CPU stolen by the host (%) | - | - | 0.4 |" in text
+    assert "| Redis' longest stall per event (ms) | aof-write 4, fork 13 | - | - |" in text
     assert (
         "| rebuild of 10M players ≤ 180 s (quoted from the rebuild section) | 330.23 s | over |"
         in text
