@@ -96,6 +96,7 @@ from config.settings import Settings
 from domain.events import EventKind, ScoreEvent
 from domain.games import GameCatalog, GameConfig
 from domain.keys import GroupKeys
+from domain.planner import MAX_UPDATES
 from domain.signing import Keyring, parse_keyring, sign
 from producer.score_producer import ScoreProducer
 from producer.zipf import ZipfSampler
@@ -968,7 +969,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rates", type=parse_rate, nargs="+", default=[20_000, 50_000, MAX])
     parser.add_argument("--seconds", type=float, default=20.0, help="per fixed-rate run")
     parser.add_argument("--events", type=int, default=600_000, help="per max run")
-    parser.add_argument("--bounds", type=int, nargs="+", default=[1000])
+    parser.add_argument("--bounds", type=int, nargs="+", default=[MAX_UPDATES])
     parser.add_argument("--read-rate", type=float, default=200.0)
     parser.add_argument("--deep-offset", type=int, default=100_000)
     parser.add_argument("--askers", type=int, default=1000)
