@@ -455,6 +455,7 @@ class Meter:
         redis_cpu = redis_cpu_s(client) - self._redis_cpu
         calls, usec = evalsha_stats(client)
         writes = calls - self._calls
+        stalls = redis_stalls(client)  # before SLOWLOG GET, itself slow on a long log
         every_slow = slow_calls(client)
         slow = [micros for name, micros in every_slow if name == "EVALSHA"]
         others: dict[str, int] = {}
@@ -470,7 +471,7 @@ class Meter:
             "write_max_ms": round(max(slow) / 1000, 2) if slow else None,
             "writes_over_1ms": len(slow),
             "other_slow_max_us": others,
-            "redis_stalls_ms": redis_stalls(client),
+            "redis_stalls_ms": stalls,
         }
 
 
@@ -525,9 +526,10 @@ def run_max(bench: Bench, index: int, bound: int) -> dict[str, Any]:
     topic = bench.scratch.topic(f"{bench.scratch.prefix}-r{index}", args.partitions)
     seconds = produce(bench.settings, topic, stream_of(bench, args.events, index, 100_000.0))
     log(f"run {index} (max, bound {bound}): produced {args.events:,} records in {seconds:.1f} s")
-    reads = Reads(bench.settings, bench.namespace, bench.reads, args.isolation)
     job = job_for(bench, topic, bound, f"r{index}", until_end=True)
+    # The meter resets the slow log (tens of ms on a long one) before anything is read.
     meter = Meter(client, bench.namespace, job)
+    reads = Reads(bench.settings, bench.namespace, bench.reads, args.isolation)
     children_before = children_cpu_s()
     first = done = None
     job_cpu = 0.0
@@ -651,8 +653,8 @@ def run_rate(bench: Bench, index: int, rate: int, bound: int) -> dict[str, Any]:
             f"run {index} ({rate:,}/s, bound {bound}): "
             f"job up after {time.monotonic() - job.started:.1f} s"
         )
+        meter = Meter(client, bench.namespace, job)  # before the reads (see run_max)
         reads = Reads(bench.settings, bench.namespace, bench.reads, args.isolation)
-        meter = Meter(client, bench.namespace, job)
         probe_every = 1.0 / args.probe_rate
         started = time.monotonic()
         next_probe, next_sample = started, started + 1.0
