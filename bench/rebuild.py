@@ -155,6 +155,8 @@ def _rebuild(
         [] if processes <= 1 else ["--processes", str(processes)]
     )
     env = job_env(settings, topic, f"{topic}.dlq", namespace, scratch.state_dir / label)
+    if mode == "replay-redis":  # every round through the group writes (no fold in memory)
+        env["LB_REPLAY_MEMORY_MEMBERS"] = "0"
     job = Job(flags, env, scratch.state_dir / f"{label}.log", command="rebuild")
     scratch.jobs.append(job)
     log(f"{label}: `{job.command}` into {namespace}")
@@ -241,7 +243,11 @@ def _memory(client: RedisClient, namespace: str, players: int, used_before: int)
     }
 
 
-_MODE_TEXT = {"offline": "`lb rebuild --offline`", "replay": "`lb rebuild`"}
+_MODE_TEXT = {
+    "offline": "`lb rebuild --offline`",
+    "replay": "`lb rebuild`",
+    "replay-redis": "`lb rebuild`, `LB_REPLAY_MEMORY_MEMBERS=0`",
+}
 _RUN_HEADER = (
     "players",
     "command",
@@ -354,7 +360,8 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         choices=sorted(_MODE_TEXT),
         default=["offline"],
-        help="offline: lb rebuild --offline (Bytewax); replay: lb rebuild (default offline)",
+        help="offline: lb rebuild --offline (Bytewax); replay: lb rebuild (folds in memory); "
+        "replay-redis: lb rebuild with every round through Redis (default offline)",
     )
     parser.add_argument("--seed", type=int, default=20260504)
     parser.add_argument("--no-doc", action="store_true", help="do not touch docs/BENCHMARKS.md")

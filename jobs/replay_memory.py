@@ -33,13 +33,17 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from redis.cluster import RedisCluster
+
 from adapters.redis import RedisClient, Script
+from domain.errors import ServiceError
 from domain.keys import entry_metadata_key
 from domain.planner import GroupWrite, LookupResults, Lookups, WritePlan
 from domain.planner.model import DistinctWrite
 from sinks.boards import RedisBoardStore
 from sinks.boards.dense_union import DENSE_LIB
 from sinks.boards.reads import parse_reads, read_commands
+from sinks.wire import RawPipeline
 
 #: Board members (all boards together) one replay process folds in memory before
 #: it loads them and goes on through Redis. About 190 bytes each with the dedupe
@@ -391,23 +395,69 @@ return #floors
 
 
 class _Trips:
-    """Commands sent :data:`LOAD_PER_TRIP` to a round trip (a pipeline, not a transaction)."""
+    """Load commands, :data:`LOAD_PER_TRIP` to a round trip, several trips in flight.
+
+    On a standalone Redis packed by hiredis (:class:`sinks.wire.RawPipeline`),
+    the replies of a trip read while Redis applies the next ones; on a cluster
+    through redis-py's pipeline, which routes each command to its node.
+    """
+
+    IN_FLIGHT = 8
 
     def __init__(self, client: RedisClient) -> None:
         self._client = client
-        self._pipe = client.pipeline(transaction=False)
-        self._queued = 0
+        self._raw = None if isinstance(client, RedisCluster) else RawPipeline(client)
+        self._queue: list[tuple[Any, ...]] = []
+        self._unread = 0
 
     def add(self, *command: Any) -> None:
-        self._pipe.execute_command(*command)
-        self._queued += 1
-        if self._queued >= LOAD_PER_TRIP:
-            self.flush()
+        self._queue.append(command)
+        if len(self._queue) >= LOAD_PER_TRIP:
+            self._send()
+
+    def script(self, script: Script, calls: list[tuple[list[str], list[Any]]]) -> None:
+        """Every call of ``script`` (after what is queued)."""
+        self.flush()
+        if self._raw is not None:
+            _checked(self._raw.eval_many(script, calls))
+        else:
+            for keys, args in calls:
+                script(self._client, keys, args)
+
+    def _send(self) -> None:
+        queue, self._queue = self._queue, []
+        if self._raw is None:
+            pipe = self._client.pipeline(transaction=False)
+            for command in queue:
+                pipe.execute_command(*command)
+            _checked(pipe.execute(raise_on_error=False))
+            return
+        self._raw.send(queue)
+        self._unread += 1
+        if self._unread >= self.IN_FLIGHT:
+            _checked(self._raw.run([]))
+            self._unread = 0
 
     def flush(self) -> None:
-        if self._queued:
-            self._pipe.execute()
-            self._queued = 0
+        if self._queue:
+            self._send()
+        if self._raw is not None and self._unread:
+            _checked(self._raw.run([]))
+            self._unread = 0
+
+
+def board_order(members: dict[str, Score]) -> list[tuple[Score, str]]:
+    """A board's ``(score, member)`` pairs in Redis' order: score, then member bytes.
+
+    (UTF-8 orders as code points do, so the text's own order is the bytes'.)
+    """
+    return sorted((score, member) for member, score in members.items())
+
+
+def _checked(replies: list[Any]) -> None:
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise ServiceError(f"loading the folded replay into Redis failed: {reply}")
 
 
 def _chunks(items: list[Any], size: int) -> Iterable[list[Any]]:
@@ -425,13 +475,13 @@ def load(client: RedisClient, ks: Keyspace) -> int:
             trips.add("SADD", key, *sorted(ks.sets[key]))
     for key in sorted(ks.hashes):
         if ks.alive(key):
-            written += _load_hash(client, trips, key, ks)
+            written += _load_hash(trips, key, ks)
     for key in sorted(ks.zsets):
         if key in ks.derived or not ks.alive(key):
             continue
-        ordered = sorted(ks.zsets[key].items(), key=lambda item: (item[1], item[0]))
+        ordered = board_order(ks.zsets[key])
         for chunk in _chunks(ordered, LOAD_CHUNK):
-            trips.add("ZADD", key, *(x for member, score in chunk for x in (score, member)))
+            trips.add("ZADD", key, *[x for pair in chunk for x in pair])
         written += len(ordered)
     trips.flush()
     for key, at_ms in sorted(ks.expires.items()):
@@ -443,7 +493,7 @@ def load(client: RedisClient, ks: Keyspace) -> int:
     return written
 
 
-def _load_hash(client: RedisClient, trips: _Trips, key: str, ks: Keyspace) -> int:
+def _load_hash(trips: _Trips, key: str, ks: Keyspace) -> int:
     held = ks.hashes[key]
     merge = ks.merges.get(key, Merge.SET)
     items = sorted(held.items())
@@ -454,17 +504,17 @@ def _load_hash(client: RedisClient, trips: _Trips, key: str, ks: Keyspace) -> in
         for name, value in items:
             trips.add("HINCRBY", key, name, int(value))
     elif merge is Merge.APPEND:
-        trips.flush()
-        for chunk in _chunks(items, SCRIPT_CHUNK):
-            APPEND_FIELDS(client, [key], [x for pair in chunk for x in pair])
+        chunks = _chunks(items, SCRIPT_CHUNK)
+        trips.script(APPEND_FIELDS, [([key], [x for p in c for x in p]) for c in chunks])
     else:
-        trips.flush()
         scores = key.replace(":meta:dense:n:", ":meta:dense:s:", 1)
         total = int(held.get(b"#", b"0"))
         counted = [(n, int(v)) for n, v in items if n != b"#"]
+        calls: list[tuple[list[str], list[Any]]] = []
         for at, chunk in enumerate(_chunks(counted, SCRIPT_CHUNK) if counted else [[]]):
             args: list[Any] = [SCRIPT_CHUNK, total if at == 0 else 0]
-            MERGE_COUNTS(client, [key, scores], args + [x for pair in chunk for x in pair])
+            calls.append(([key, scores], args + [x for pair in chunk for x in pair]))
+        trips.script(MERGE_COUNTS, calls)
     return len(items)
 
 
