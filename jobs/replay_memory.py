@@ -176,9 +176,10 @@ class Keyspace:
         if name == "HGET":
             held = self.hash_or_none(key)
             return None if held is None else held.get(_b(rest[0]))
-        if name == "HMGET":
+        if name == "HMGET":  # the dedupe bags of every record: spared a call per field
             held = self.hash_or_none(key) or {}
-            return [held.get(_b(n)) for n in rest]
+            get = held.get
+            return [get(n.encode() if type(n) is str else _b(n)) for n in rest]
         if name == "ZMSCORE":
             board = self.zset_or_none(key) or {}
             return [None if (s := board.get(m)) is None else float(s) for m in rest]
@@ -260,9 +261,10 @@ def _seen(ks: Keyspace, write: GroupWrite) -> None:
     for key, ids in write.seen.items():
         held = ks.hash(key)
         if write.seen_append:
+            get = held.get
             for name, value in ids.items():
-                raw = _b(name)
-                held[raw] = held.get(raw, b"") + _b(value)
+                raw = name.encode() if type(name) is str else _b(name)
+                held[raw] = get(raw, b"") + (value if type(value) is bytes else _b(value))
         else:
             held.update((_b(n), _b(v)) for n, v in ids.items())
         ks.merges[key] = merge
