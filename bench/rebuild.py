@@ -344,9 +344,12 @@ Redis memory after the rebuild (`MEMORY USAGE key SAMPLES 0`, exact), bytes per 
 {mem_table}
 
 The dedupe sets hold each event id for the dedupe horizon's buckets (they expire);
-the boards are what stays. The job's own memory does not grow with players beyond
-its bounded cache (`LB_CACHE_PLAYERS` = {cache:,} players per worker, held in up to
-two generations).
+the boards are what stays. `lb rebuild`'s replay processes fold their partitions in
+memory and load them once (jobs/replay_memory.py), so their memory grows with the
+board members they hold, up to `LB_REPLAY_MEMORY_MEMBERS` per process (then they load
+and write through Redis); with `LB_REPLAY_MEMORY_MEMBERS=0` it does not grow beyond the
+planner's bounded cache (`LB_CACHE_PLAYERS` = {cache:,} players per worker, held in up
+to two generations).
 """
 
 
