@@ -155,6 +155,8 @@ def _rebuild(
         [] if processes <= 1 else ["--processes", str(processes)]
     )
     env = job_env(settings, topic, f"{topic}.dlq", namespace, scratch.state_dir / label)
+    if mode == "replay-redis":  # every round through the group writes (no fold in memory)
+        env["LB_REPLAY_MEMORY_MEMBERS"] = "0"
     job = Job(flags, env, scratch.state_dir / f"{label}.log", command="rebuild")
     scratch.jobs.append(job)
     log(f"{label}: `{job.command}` into {namespace}")
@@ -241,7 +243,11 @@ def _memory(client: RedisClient, namespace: str, players: int, used_before: int)
     }
 
 
-_MODE_TEXT = {"offline": "`lb rebuild --offline`", "replay": "`lb rebuild`"}
+_MODE_TEXT = {
+    "offline": "`lb rebuild --offline`",
+    "replay": "`lb rebuild`",
+    "replay-redis": "`lb rebuild`, `LB_REPLAY_MEMORY_MEMBERS=0`",
+}
 _RUN_HEADER = (
     "players",
     "command",
@@ -338,9 +344,12 @@ Redis memory after the rebuild (`MEMORY USAGE key SAMPLES 0`, exact), bytes per 
 {mem_table}
 
 The dedupe sets hold each event id for the dedupe horizon's buckets (they expire);
-the boards are what stays. The job's own memory does not grow with players beyond
-its bounded cache (`LB_CACHE_PLAYERS` = {cache:,} players per worker, held in up to
-two generations).
+the boards are what stays. `lb rebuild`'s replay processes fold their partitions in
+memory and load them once (jobs/replay_memory.py), so their memory grows with the
+board members they hold, up to `LB_REPLAY_MEMORY_MEMBERS` per process (then they load
+and write through Redis); with `LB_REPLAY_MEMORY_MEMBERS=0` it does not grow beyond the
+planner's bounded cache (`LB_CACHE_PLAYERS` = {cache:,} players per worker, held in up
+to two generations).
 """
 
 
@@ -354,7 +363,8 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         choices=sorted(_MODE_TEXT),
         default=["offline"],
-        help="offline: lb rebuild --offline (Bytewax); replay: lb rebuild (default offline)",
+        help="offline: lb rebuild --offline (Bytewax); replay: lb rebuild (folds in memory); "
+        "replay-redis: lb rebuild with every round through Redis (default offline)",
     )
     parser.add_argument("--seed", type=int, default=20260504)
     parser.add_argument("--no-doc", action="store_true", help="do not touch docs/BENCHMARKS.md")

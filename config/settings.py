@@ -101,6 +101,10 @@ class Settings:
     #: that holds up to twice this many; ~0.5-0.6 KB each with 3 boards). A miss
     #: costs a read in the batch's one read round trip, never correctness.
     cache_players: int = 2_000_000
+    #: Board members a replay process of ``lb rebuild``/``lb backfill`` folds in
+    #: memory before it loads them and goes on through Redis (jobs.replay_memory);
+    #: 0: every round through Redis.
+    replay_memory_members: int = 30_000_000
     #: The most Redis updates (board members and event ids) one atomic group write
     #: makes: Redis serves no reader while a write runs (0: no bound).
     write_max_updates: int = MAX_UPDATES
@@ -237,6 +241,8 @@ class Settings:
             raise ConfigError("LB_DEDUPE_HORIZON_S must be at least 1")
         if self.cache_players < 1:
             raise ConfigError("LB_CACHE_PLAYERS must be at least 1")
+        if self.replay_memory_members < 0:
+            raise ConfigError("LB_REPLAY_MEMORY_MEMBERS must be 0 (no fold) or positive")
         if self.write_max_updates < 0:
             raise ConfigError(
                 "LB_WRITE_MAX_UPDATES must be 0 (no bound) or positive, "
@@ -428,6 +434,7 @@ class Settings:
             snapshot_interval_s=_int(env, "LB_SNAPSHOT_INTERVAL_S", 5),
             dedupe_horizon_s=_int(env, "LB_DEDUPE_HORIZON_S", 300),
             cache_players=_int(env, "LB_CACHE_PLAYERS", 2_000_000),
+            replay_memory_members=_int(env, "LB_REPLAY_MEMORY_MEMBERS", 30_000_000),
             write_max_updates=_int(env, "LB_WRITE_MAX_UPDATES", MAX_UPDATES),
             redis_retry_s=_int(env, "LB_REDIS_RETRY_S", 300),
             redis_timeout_s=_int(env, "LB_REDIS_TIMEOUT_S", 10),

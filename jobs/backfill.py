@@ -49,6 +49,7 @@ from jobs import dense_counts
 from jobs.cutover import FOREIGN, FillResult, Replaced, fill_group, replace_group, tags
 from jobs.namespace_swap import drop_namespace
 from jobs.replay import apply_round
+from jobs.replay_memory import MEMORY_MEMBERS
 from jobs.replay_workers import Part, Tools, replay_part, run_parts
 from sinks.boards import RedisBoardStore
 
@@ -210,6 +211,7 @@ class Backfill:
         what: str = "lb backfill",
         workers: int = 1,
         tools: Tools | None = None,
+        memory_members: int = MEMORY_MEMBERS,
     ) -> None:
         self._client = client
         self._log = log
@@ -233,6 +235,7 @@ class Backfill:
         self._cache_players = cache_players
         self._workers = workers
         self._tools = tools
+        self._memory_members = memory_members
         self._now_s = now_s
         self._keep_s = keep_s
         self._strict_for_s = strict_for_s
@@ -285,6 +288,7 @@ class Backfill:
                 self._horizon_ms,
                 self._cache_players,
                 expiry_floor_s,
+                self._memory_members,
             )
             for index, ranges in enumerate(split_ranges(self._plan.ranges, self._workers))
         ]

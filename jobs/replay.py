@@ -8,19 +8,28 @@ planner and Lua write, so what they build is what the job would have built.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from domain.errors import ServiceError
-from domain.planner import BoardPlanner, PlanRound, WritePlan
+from domain.planner import BoardPlanner, LookupResults, Lookups, PlanRound, WritePlan
 from domain.records import Accepted, CheckedBatch, RecordBatch
 from domain.validation import Validator
-from sinks.boards import RedisBoardStore, refused_at
+from sinks.boards import refused_at
+
+
+class ReplayStore(Protocol):
+    """What a replay reads and writes through: the Redis board store, or a fold in memory."""
+
+    def read_many(self, many: Sequence[Lookups]) -> list[LookupResults]: ...
+
+    def apply_many(self, plans: Sequence[WritePlan]) -> list[int]: ...
 
 
 def apply_replayed(
     batch: RecordBatch,
     validator: Validator,
     planner: BoardPlanner,
-    store: RedisBoardStore,
+    store: ReplayStore,
     keep: Callable[[Accepted], bool],
     namespace: str,
     adjust: Callable[[WritePlan], None] | None = None,
@@ -33,7 +42,7 @@ def apply_round(
     batches: Sequence[RecordBatch],
     validator: Validator,
     planner: BoardPlanner,
-    store: RedisBoardStore,
+    store: ReplayStore,
     keep: Callable[[Accepted], bool],
     namespace: str,
     adjust: Callable[[WritePlan], None] | None = None,

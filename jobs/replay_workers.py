@@ -43,7 +43,8 @@ from domain.planner import BoardPlanner, WritePlan
 from domain.records import Accepted
 from domain.signing import parse_keyring
 from domain.validation import Validator
-from jobs.replay import apply_round
+from jobs.replay import ReplayStore, apply_round
+from jobs.replay_memory import MEMORY_MEMBERS, FoldingStore
 from schemas.decode_verify import decode_verifier
 from sinks.boards import RedisBoardStore
 
@@ -66,6 +67,9 @@ class Part:
     cache_players: int
     #: Fill mode: windowed boards expire no earlier than this (unix seconds).
     expiry_floor_s: int | None = None
+    #: Board members the replay folds in memory before it goes on through Redis
+    #: (:mod:`jobs.replay_memory`); 0: every round through Redis.
+    memory_members: int = MEMORY_MEMBERS
 
 
 def raise_expiries(floor_s: int, plan: WritePlan) -> None:
@@ -94,7 +98,13 @@ def replay_part(
             fresh=True,
             games=validator.catalog.lookup,
         )
-    store = RedisBoardStore(client, sort_members=True)
+    redis_store = RedisBoardStore(client, sort_members=True)
+    # The part's players are its own and its namespace started empty: fold it in
+    # memory, then load it (jobs.replay_memory); bounded, then through Redis.
+    folding = (
+        FoldingStore(client, redis_store, part.memory_members) if part.memory_members > 0 else None
+    )
+    store: ReplayStore = redis_store if folding is None else folding
     plan = part.plan
 
     def keep(rec: Accepted) -> bool:
@@ -112,6 +122,8 @@ def replay_part(
     for batches in log.rounds(inclusive):
         apply_round(batches, validator, planner, store, keep, part.staging, adjust)
         progress(sum(len(batch.records) for batch in batches))
+    if folding is not None:
+        folding.finish()
     return planner
 
 

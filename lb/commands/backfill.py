@@ -101,6 +101,7 @@ def run_backfill(
         what=f"lb {kind}",
         workers=processes,
         tools=functools.partial(replay_tools, settings, topic),
+        memory_members=settings.replay_memory_members,
     )
     signal.signal(signal.SIGTERM, _interrupt)  # drops the staging keys like Ctrl-C
     tune_for_streaming()

@@ -1,0 +1,146 @@
+"""A replay folded in memory and loaded in bulk leaves what the Lua group writes leave.
+
+Real Kafka and Redis: a stream with duplicates, retracts, bad records, erasures,
+v2 metadata, several windows, a tournament and dense-ranked games is replayed
+into one namespace through Redis (``memory_members=0``, the group writes) and
+into another through the fold (:mod:`jobs.replay_memory`), by one process and
+by two, and the namespaces are compared key by key; then ``lb rebuild`` (which
+folds) is checked against the independent oracle and ``lb verify``.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.redis import RedisClient, text
+from config.settings import Settings
+from domain.backfill_plan import split_ranges
+from domain.planner.dedupe import FIELD_BYTES
+from jobs.backfill import make_plan
+from jobs.namespace_swap import drop_namespace
+from jobs.replay_memory import MEMORY_MEMBERS
+from jobs.replay_workers import Part, replay_part, replay_tools, run_parts
+from tests.faults.harness import verify
+from tests.integration.streams import (
+    DEDUPE_HORIZON_MS,
+    GAMES_TOML,
+    generate,
+    job_env,
+    lb,
+    produce,
+)
+
+pytestmark = pytest.mark.timeout(300)
+
+#: A bag entry: the fingerprint's field bytes, then the record time in the bucket (3 bytes).
+ENTRY = FIELD_BYTES + 3
+#: A dedupe set's TTL runs from its last write: the two replays end seconds apart.
+SEEN_SLACK_MS = 120_000
+
+
+def _games() -> str:
+    """The test games, ``gbest`` and ``gtz`` with distinct-score counts (dense ranks)."""
+    out = []
+    for line in GAMES_TOML.splitlines():
+        out.append(line)
+        if line in ('[games."gbest"]', '[games."gtz"]'):
+            out.append("dense_ranks = true")
+    return "\n".join(out) + "\n"
+
+
+def snapshot(client: RedisClient, namespace: str, *, bags: bool) -> dict[str, Any]:
+    """Every key of ``namespace`` (its name after the namespace): type, value, expiry.
+
+    ``bags``: dedupe bags as sorted entries (two processes append in either order).
+    """
+    out: dict[str, Any] = {}
+    for raw in client.scan_iter(match=f"{namespace}:*", count=1000):
+        key = text(raw)
+        kind = text(client.type(key))
+        value: Any
+        if kind == "zset":
+            value = client.zrange(key, 0, -1, withscores=True)
+        elif kind == "hash":
+            value = client.hgetall(key)
+            if bags and ":meta:seen:" in key:
+                value = {
+                    f: sorted(v[at : at + ENTRY] for at in range(0, len(v), ENTRY))
+                    for f, v in value.items()
+                }
+        elif kind == "set":
+            value = sorted(client.smembers(key))
+        else:
+            value = kind
+        out[key[len(namespace) :]] = (value, int(client.execute_command("PEXPIRETIME", key)))
+    return out
+
+
+def assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
+    """Key by key; a dedupe set's expiry (a TTL from its last write) within the slack."""
+    assert sorted(got) == sorted(want)
+    for key, (value, expiry) in want.items():
+        assert got[key][0] == value, key
+        if ":meta:seen:" in key:
+            assert abs(got[key][1] - expiry) <= SEEN_SLACK_MS, key
+        else:
+            assert got[key][1] == expiry, key
+
+
+def _replay(
+    settings: Settings, topic: str, namespace: str, processes: int, memory: int
+) -> dict[str, Any]:
+    client, log, validator = replay_tools(settings, topic)
+    drop_namespace(client, namespace)
+    plan = make_plan(log, topic, (), None, None)
+    parts = [
+        Part(i, ranges, plan, namespace, DEDUPE_HORIZON_MS, 2_000_000, None, memory)
+        for i, ranges in enumerate(split_ranges(plan.ranges, processes))
+    ]
+    if processes == 1:
+        replay_part(parts[0], client, log, validator, lambda _: None)
+    else:
+        run_parts(parts, functools.partial(replay_tools, settings, topic), lambda _: None)
+    got = snapshot(client, namespace, bags=processes > 1)
+    drop_namespace(client, namespace)
+    return got
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_the_fold_leaves_every_key_as_the_group_writes_do(
+    kafka_bootstrap: str, topic: str, namespace: str, tmp_path: Path, processes: int
+) -> None:
+    stream = generate(seed=61, count=4000, metadata_ratio=0.3, erasures=0.01)
+    produce(kafka_bootstrap, topic, stream.records)
+    games = tmp_path / "games.toml"
+    games.write_text(_games())
+    settings = Settings.from_env(job_env(topic, namespace, tmp_path / "state", games))
+    written = _replay(settings, topic, f"{namespace}~lua", processes, 0)
+    folded = _replay(settings, topic, f"{namespace}~fold", processes, MEMORY_MEMBERS)
+    # A bound the fold passes after its first round: it loads, then writes through Redis.
+    handed_on = _replay(settings, topic, f"{namespace}~handed", processes, 50)
+    assert any(":meta:dense:n:" in key for key in written)
+    assert any(":meta:entry:" in key for key in written)
+    assert any(":meta:seen:" in key for key in written)
+    assert_same(folded, written)
+    assert_same(handed_on, written)
+
+
+def test_lb_rebuild_folds_and_matches_the_oracle(
+    kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
+) -> None:
+    stream = generate(seed=62, count=4000, metadata_ratio=0.2)
+    produce(kafka_bootstrap, topic, stream.records)
+    games = tmp_path / "games.toml"
+    games.write_text(GAMES_TOML)
+    env = job_env(topic, namespace, tmp_path / "state", games)
+    # The live job wrote the dead letters (a rebuild does not) and the boards it replaces.
+    assert lb(["run", "--until-end"], env, timeout=300).returncode == 0
+    done = lb(["rebuild", "--processes", "2"], env, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    verify(stream.records, redis_client, namespace, kafka_bootstrap, topic, "")
+    checked = lb(["verify"], env, timeout=240)
+    assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
