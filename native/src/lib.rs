@@ -19,10 +19,10 @@
 use std::collections::HashMap;
 use std::io::{self, Read};
 
-use apache_avro::Schema;
 use apache_avro::error::Details;
 use apache_avro::reader::datum::GenericDatumReader;
 use apache_avro::types::Value;
+use apache_avro::Schema;
 use hmac::{KeyInit, Mac};
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
@@ -81,17 +81,11 @@ struct Refusal {
 
 impl Refusal {
     fn decode(detail: String) -> Self {
-        Refusal {
-            code: "DECODE",
-            detail: clip(detail),
-        }
+        Refusal { code: "DECODE", detail: clip(detail) }
     }
 
     fn schema(detail: String) -> Self {
-        Refusal {
-            code: "SCHEMA",
-            detail: clip(detail),
-        }
+        Refusal { code: "SCHEMA", detail: clip(detail) }
     }
 }
 
@@ -166,12 +160,7 @@ impl DecodeVerifier {
     #[new]
     fn new(
         py: Python<'_>,
-        wires: Vec<(
-            u32,
-            String,
-            Option<String>,
-            Vec<Option<(Py<PyAny>, String)>>,
-        )>,
+        wires: Vec<(u32, String, Option<String>, Vec<Option<(Py<PyAny>, String)>>)>,
         keys: Vec<(String, Vec<u8>)>,
         event_type: Py<PyType>,
     ) -> PyResult<Self> {
@@ -180,16 +169,12 @@ impl DecodeVerifier {
         let mut positions = None;
         for (schema_id, writer_json, reader_json, kinds) in wires {
             let writer = parse(schema_id, &writer_json)?;
-            let reader = reader_json
-                .map(|json| parse(schema_id, &json))
-                .transpose()?;
+            let reader = reader_json.map(|json| parse(schema_id, &json)).transpose()?;
             let read_as = reader.as_ref().unwrap_or(&writer);
             let found = field_positions(read_as)
                 .ok_or_else(|| PyValueError::new_err("the view read lacks a ScoreEvent field"))?;
             if *positions.get_or_insert(found) != found {
-                return Err(PyValueError::new_err(
-                    "schema ids disagree about the view read",
-                ));
+                return Err(PyValueError::new_err("schema ids disagree about the view read"));
             }
             // Resolution builds a second value per record; skip it where it
             // could only add `metadata` as null.
@@ -199,17 +184,8 @@ impl DecodeVerifier {
                 }
                 other => (other, found),
             };
-            prepared.insert(
-                schema_id,
-                Wire {
-                    schema_id,
-                    writer,
-                    reader,
-                    positions,
-                    metadata,
-                    kinds,
-                },
-            );
+            prepared
+                .insert(schema_id, Wire { schema_id, writer, reader, positions, metadata, kinds });
         }
         if positions.is_none() {
             return Err(PyValueError::new_err("at least one schema is required"));
@@ -248,11 +224,8 @@ impl DecodeVerifier {
         let mut readers: HashMap<u32, Option<GenericDatumReader<'_>>> = HashMap::new();
         let mut message = Vec::with_capacity(256);
         let size = values.len();
-        let (mut events, mut codes, mut details) = (
-            Vec::with_capacity(size),
-            Vec::with_capacity(size),
-            Vec::with_capacity(size),
-        );
+        let (mut events, mut codes, mut details) =
+            (Vec::with_capacity(size), Vec::with_capacity(size), Vec::with_capacity(size));
         for value in values.iter() {
             let (event, code, detail) = match value.cast::<PyBytes>() {
                 Ok(bytes) => self.one(py, bytes.as_bytes(), &mut readers, &mut message)?,
@@ -264,11 +237,7 @@ impl DecodeVerifier {
         }
         PyTuple::new(
             py,
-            [
-                PyList::new(py, events)?,
-                PyList::new(py, codes)?,
-                PyList::new(py, details)?,
-            ],
+            [PyList::new(py, events)?, PyList::new(py, codes)?, PyList::new(py, details)?],
         )
     }
 }
@@ -373,27 +342,19 @@ impl DecodeVerifier {
             )));
         }
         if data[0] != 0 {
-            return Err(Refusal::decode(format!(
-                "magic byte is 0x{:02x}, not 0x00",
-                data[0]
-            )));
+            return Err(Refusal::decode(format!("magic byte is 0x{:02x}, not 0x00", data[0])));
         }
         let schema_id = u32::from_be_bytes([data[1], data[2], data[3], data[4]]);
         let Some(wire) = self.wires.get(&schema_id) else {
             return Err(Refusal::schema(format!("unknown schema id {schema_id}")));
         };
-        let reader = readers
-            .entry(schema_id)
-            .or_insert_with(|| GenericDatumReader::builder(&wire.writer).build().ok());
+        let reader = readers.entry(schema_id).or_insert_with(|| {
+            GenericDatumReader::builder(&wire.writer).build().ok()
+        });
         let Some(reader) = reader.as_ref() else {
-            return Err(Refusal::schema(format!(
-                "schema id {schema_id} cannot be read"
-            )));
+            return Err(Refusal::schema(format!("schema id {schema_id} cannot be read")));
         };
-        let mut body = Body {
-            rest: &data[HEADER_SIZE..],
-            past_end: false,
-        };
+        let mut body = Body { rest: &data[HEADER_SIZE..], past_end: false };
         let read = reader.read_value(&mut body);
         if body.past_end {
             return Err(Refusal::decode(format!(
@@ -433,10 +394,7 @@ impl DecodeVerifier {
     /// The event's fields out of a decoded record.
     fn fields<'v>(&self, wire: &Wire, value: &'v Value) -> Result<Fields<'v>, Refusal> {
         let Value::Record(items) = value else {
-            return Err(Refusal::decode(format!(
-                "schema id {}: not a record",
-                wire.schema_id
-            )));
+            return Err(Refusal::decode(format!("schema id {}: not a record", wire.schema_id)));
         };
         let at = |field: usize| items.get(wire.positions[field]).map(|(_, v)| v);
         let text = |field: usize| match at(field) {
@@ -496,11 +454,7 @@ fn mistyped_metadata(wire: &Wire) -> Refusal {
 fn canonical(message: &mut Vec<u8>, fields: &Fields<'_>, symbol: &str) {
     use std::io::Write;
     message.clear();
-    let version = if fields.metadata.is_some() {
-        "v2"
-    } else {
-        "v1"
-    };
+    let version = if fields.metadata.is_some() { "v2" } else { "v1" };
     // Writing to a Vec cannot fail.
     let _ = write!(
         message,
@@ -551,9 +505,7 @@ fn check_event_type(event_type: &Bound<'_, PyType>) -> PyResult<()> {
 
 fn parse(schema_id: u32, json: &str) -> PyResult<Schema> {
     Schema::parse_str(json).map_err(|error| {
-        PyValueError::new_err(format!(
-            "schema id {schema_id}: not a valid Avro schema: {error}"
-        ))
+        PyValueError::new_err(format!("schema id {schema_id}: not a valid Avro schema: {error}"))
     })
 }
 
@@ -565,12 +517,10 @@ fn reads_as_written(writer: &Schema, view: &Schema) -> bool {
     let (Schema::Record(written), Schema::Record(read)) = (writer, view) else {
         return false;
     };
-    read.fields.iter().all(
-        |field| match written.fields.iter().find(|w| w.name == field.name) {
-            Some(w) => w.schema == field.schema,
-            None => field.name == METADATA,
-        },
-    )
+    read.fields.iter().all(|field| match written.fields.iter().find(|w| w.name == field.name) {
+        Some(w) => w.schema == field.schema,
+        None => field.name == METADATA,
+    })
 }
 
 /// Where each of `FIELDS` sits in a record schema (None if one is missing),
@@ -583,10 +533,7 @@ fn field_positions(schema: &Schema) -> Option<([usize; 8], Option<usize>)> {
     for (slot, name) in FIELDS.iter().enumerate() {
         positions[slot] = record.fields.iter().position(|f| f.name == *name)?;
     }
-    Some((
-        positions,
-        record.fields.iter().position(|f| f.name == METADATA),
-    ))
+    Some((positions, record.fields.iter().position(|f| f.name == METADATA)))
 }
 
 /// Compiled decode + verify of score events (see `schemas/native.py`).
