@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +116,13 @@ class Feeder(threading.Thread):
     One idempotent producer for the whole stream: it buffers and retries
     across a broker restart (``message.timeout.ms`` longer than any outage the
     tests inject) and keeps each partition's order, which the oracle relies on.
+    Idempotence is not a promise of one copy, though: when a restart fails one
+    in-flight request and the broker refuses the next ones' sequence numbers,
+    librdkafka bumps the producer epoch and sends those batches again, and a
+    batch the broker had already written lands twice. So :meth:`finish` reads
+    the topic back and adds every extra copy to ``records`` where the log has
+    it: the oracle then expects what a game backend's retries would give, a
+    duplicate for a valid event and one dead letter per copy of a bad record.
     """
 
     def __init__(
@@ -139,6 +146,7 @@ class Feeder(threading.Thread):
         self._pause_s = pause_s
         self.sent = 0
         self.errors: list[str] = []
+        self.copies = 0
 
     def run(self) -> None:
         producer = Producer(
@@ -178,6 +186,43 @@ class Feeder(threading.Thread):
         assert not self.is_alive(), "the feeder did not finish"
         assert not self.errors, self.errors[:3]
         assert all(rec.offset >= 0 for rec in self._records)
+        self.copies = add_logged_copies(self._servers, self._topic, self._records)
+
+
+def add_logged_copies(bootstrap: str, topic: str, records: list[Planned]) -> int:
+    """Put the topic's extra copies of planned records into ``records``, in log order.
+
+    A copy is a record at an offset no delivery report named, with the key,
+    value and timestamp of a planned one; it takes that record's expected
+    outcome and goes in right after the last record its partition's log has
+    before it, which keeps each player's order (a player's records share a
+    partition) and each partition's log order (tournament seats). Returns the
+    number of copies. Any other record in the topic fails the test: the oracle
+    cannot know it.
+    """
+    from adapters.kafka import read_topic
+
+    placed = {(rec.partition, rec.offset) for rec in records}
+    by_bytes = {(rec.key, rec.value, rec.record_ts): rec for rec in records}
+    copies: list[Planned] = []
+    for msg in read_topic({"bootstrap.servers": bootstrap}, topic, 120.0):
+        position = (msg.partition(), msg.offset())
+        if position in placed:
+            continue
+        original = by_bytes.get((msg.key(), msg.value(), msg.timestamp()[1]))
+        assert original is not None, f"a record at {position} that no one planned"
+        copies.append(replace(original, partition=position[0], offset=position[1]))
+    for copy in sorted(copies, key=lambda c: (c.partition, c.offset)):
+        before = [
+            i
+            for i, rec in enumerate(records)
+            if rec.partition == copy.partition and rec.offset < copy.offset
+        ]
+        records.insert(before[-1] + 1 if before else 0, copy)
+    if copies:
+        where = [(c.partition, c.offset) for c in copies[:5]]
+        print(f"the producer wrote {len(copies)} records twice, e.g. at {where}")
+    return len(copies)
 
 
 def wait_for(check: Callable[[], bool], timeout_s: float, what: str) -> float:
