@@ -108,6 +108,10 @@ class Settings:
     #: The most Redis updates (board members and event ids) one atomic group write
     #: makes: Redis serves no reader while a write runs (0: no bound).
     write_max_updates: int = MAX_UPDATES
+    #: The most group writes (and long lookups) one job connection has in Redis at
+    #: once; the rest wait in the job (sinks.wire): Redis runs what it read of a
+    #: connection's pipeline in one pass before it serves a reader (0: all at once).
+    writes_in_flight: int = 1
     #: How long the job keeps retrying an unreachable Redis (restart, failover, stall)
     #: before it fails loudly; 0 fails on the first error.
     redis_retry_s: int = 300
@@ -247,6 +251,10 @@ class Settings:
             raise ConfigError(
                 "LB_WRITE_MAX_UPDATES must be 0 (no bound) or positive, "
                 f"got {self.write_max_updates}"
+            )
+        if self.writes_in_flight < 0:
+            raise ConfigError(
+                f"LB_WRITES_IN_FLIGHT must be 0 (no pace) or positive, got {self.writes_in_flight}"
             )
 
     def _check_retries(self) -> None:
@@ -436,6 +444,7 @@ class Settings:
             cache_players=_int(env, "LB_CACHE_PLAYERS", 2_000_000),
             replay_memory_members=_int(env, "LB_REPLAY_MEMORY_MEMBERS", 30_000_000),
             write_max_updates=_int(env, "LB_WRITE_MAX_UPDATES", MAX_UPDATES),
+            writes_in_flight=_int(env, "LB_WRITES_IN_FLIGHT", 1),
             redis_retry_s=_int(env, "LB_REDIS_RETRY_S", 300),
             redis_timeout_s=_int(env, "LB_REDIS_TIMEOUT_S", 10),
             kafka_retry_s=_int(env, "LB_KAFKA_RETRY_S", 300),

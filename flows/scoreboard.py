@@ -288,6 +288,7 @@ def build(
         stopping=stop.is_set,
         partitions=partitions,
         max_updates=settings.write_max_updates,
+        writes_in_flight=settings.writes_in_flight,
         fence=fence,
         games=config.catalog.lookup,
     )

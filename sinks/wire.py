@@ -11,6 +11,15 @@ read back in order with redis-py's own parser; a script is loaded once and
 again only when Redis answers ``NOSCRIPT`` (after a restart or a
 ``SCRIPT FLUSH``).
 
+A pace (``writes_in_flight``) bounds how many script calls (``EVALSHA``)
+and long commands (over :data:`LONG_COMMAND` arguments: a batch's
+``ZMSCORE``/``HMGET`` lookups) one connection has in Redis at once; the rest
+wait here and leave as replies come back, with the commands behind them.
+Redis reads up to 16 KB of a connection's pipeline in each pass of its event
+loop and runs every command in it before it serves another connection, so a
+pipeline of group writes holds every reader of the node for several writes;
+paced, a reader waits for at most one write per job connection.
+
 Error replies are returned in place (as :class:`redis.ResponseError`), never
 raised half-way, so the connection stays in step with its replies; a dropped
 connection raises as redis-py's would and is retried by the caller.
@@ -18,6 +27,7 @@ connection raises as redis-py's would and is retried by the caller.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +40,14 @@ from adapters.redis import Script
 Command = Sequence[str | bytes | int | float]
 #: One script call: its keys and its arguments.
 Call = tuple[Sequence[str], Sequence[Any]]
+#: A command with more arguments than this counts against the pace like a script
+#: call; shorter ones (a ``GET``, the progress ``HSET``) ride along unpaced.
+LONG_COMMAND = 64
+
+
+def paced(command: Command) -> bool:
+    """Whether ``command`` counts against the pace: a script call or a long command."""
+    return command[0] == "EVALSHA" or len(command) > LONG_COMMAND
 
 
 class RawPipeline:
@@ -38,17 +56,28 @@ class RawPipeline:
     :meth:`send` lets commands leave now and their replies wait: the next
     :meth:`run` sends its own commands on the same connection, behind them,
     and reads every reply, so Redis applies the earlier commands while the
-    caller does other work, and before anything sent later.
+    caller does other work, and before anything sent later. With
+    ``writes_in_flight`` > 0 at most that many script calls and long commands
+    (:func:`paced`) are out at once (see the module's docstring); 0 sends
+    everything at once.
     """
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, writes_in_flight: int = 0) -> None:
         self._pool = client.connection_pool
+        self._pace = writes_in_flight
         self._loaded: set[str] = set()
         self._held: Any = None
-        self._unread = 0
+        #: Packed commands not sent yet (paced), each with whether it counts (paced()).
+        self._backlog: deque[tuple[bytes, bool]] = deque()
+        #: Per command sent and not answered yet: whether it counts against the pace.
+        self._out: deque[bool] = deque()
+        self._paced_out = 0
 
     def send(self, commands: Sequence[Command]) -> None:
-        """Send ``commands`` now; their replies come first in the next :meth:`run`."""
+        """Send ``commands`` (paced: as many as the pace lets go now).
+
+        Their replies come first in the next :meth:`run`, which sends the rest.
+        """
         if commands:
             self._exchange(commands, read=False)
 
@@ -61,27 +90,26 @@ class RawPipeline:
 
     def _exchange(self, commands: Sequence[Command], read: bool) -> list[Any]:
         pack = hiredis.pack_command
-        packed = [pack(tuple(command)) for command in commands]  # type: ignore[arg-type]
+        for command in commands:
+            self._backlog.append((pack(tuple(command)), paced(command)))  # type: ignore[arg-type]
         conn = self._held
         if conn is None:
-            if not packed:
+            if not self._backlog:
                 return []
             conn = self._held = self._pool.get_connection()
         try:
-            if packed:
-                # No health check (a PING) while replies are unread: it would
-                # read one of them as its PONG.
-                conn.send_packed_command(packed, check_health=not self._unread)
-            self._unread += len(packed)
+            self._pump(conn)
             if not read:
                 return []
             replies: list[Any] = []
-            while self._unread:
+            while self._out:
                 try:
                     replies.append(conn.read_response())
                 except ResponseError as exc:
                     replies.append(exc)
-                self._unread -= 1
+                if self._out.popleft():
+                    self._paced_out -= 1
+                    self._pump(conn)
         except BaseException:
             # A half-read reply stream cannot be reused, and what was sent on it
             # is in doubt: drop the connection; the caller sends again.
@@ -91,11 +119,30 @@ class RawPipeline:
         self._release()
         return replies
 
+    def _pump(self, conn: Any) -> None:
+        """Send the backlog's head up to the pace, in one socket write."""
+        ready: list[bytes] = []
+        backlog, out = self._backlog, self._out
+        while backlog:
+            packed, counts = backlog[0]
+            if counts and self._pace and self._paced_out >= self._pace:
+                break
+            backlog.popleft()
+            ready.append(packed)
+            out.append(counts)
+            self._paced_out += counts
+        if ready:
+            # No health check (a PING) while replies are unread: it would
+            # read one of them as its PONG.
+            conn.send_packed_command(ready, check_health=len(out) == len(ready))
+
     def _release(self) -> None:
         if self._held is not None:
             self._pool.release(self._held)
         self._held = None
-        self._unread = 0
+        self._backlog.clear()
+        self._out.clear()
+        self._paced_out = 0
 
     def sha(self, script: Script) -> str:
         """The script's SHA1, loading it into Redis the first time."""

@@ -32,6 +32,7 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
         stopping: Callable[[], bool] = lambda: False,
         partitions: Mapping[str, int] | None = None,
         max_updates: int = MAX_UPDATES,
+        writes_in_flight: int = 0,
         fence: Callable[[], int] | None = None,
         games: Callable[[str], GameConfig | None] | None = None,
     ) -> None:
@@ -40,9 +41,12 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
         Read once at start: a tournament's ``max_entries`` is split into
         per-partition seats (``domain.games.Tournament.seats``). ``max_updates``
         bounds one atomic group write (:func:`domain.planner.pieces`); ``fence``
-        gives each write's lease epoch (see :class:`RedisBoardStore`).
+        gives each write's lease epoch (see :class:`RedisBoardStore`);
+        ``writes_in_flight`` paces the group writes on the connection
+        (:class:`sinks.wire.RawPipeline`).
         """
         self._max_updates = max_updates
+        self._writes_in_flight = writes_in_flight
         self._fence = fence
         self._client_factory = client_factory
         self._stopping = stopping
@@ -66,7 +70,13 @@ class RedisBoardSink(DynamicSink[CheckedBatch]):
             max_updates=self._max_updates,
             games=self._games,
         )
-        store = RedisBoardStore(client, self._retry, self._stopping, fence=self._fence)
+        store = RedisBoardStore(
+            client,
+            self._retry,
+            self._stopping,
+            fence=self._fence,
+            writes_in_flight=self._writes_in_flight,
+        )
         hooks.board_sink_started(planner)
         return BoardPartition(
             store,

@@ -96,6 +96,7 @@ class RedisBoardStore:
         *,
         sort_members: bool = False,
         fence: Callable[[], int] | None = None,
+        writes_in_flight: int = 0,
     ) -> None:
         """``sort_members``: send each board's members in score order (replays; see ``_encode``).
 
@@ -108,9 +109,12 @@ class RedisBoardStore:
         self._sort = sort_members
         self._stopping = stopping
         self._cluster = isinstance(client, RedisCluster)
+        self._pace = writes_in_flight
         # Standalone: commands packed by hiredis on one connection (sinks.wire);
         # a cluster goes through redis-py's cluster client, which routes them.
-        self._wire = None if isinstance(client, RedisCluster) else RawPipeline(client)
+        self._wire = (
+            None if isinstance(client, RedisCluster) else RawPipeline(client, writes_in_flight)
+        )
         #: Encoded group writes sent without waiting (see send_writes).
         self._inflight: list[tuple[list[str], list[Any]]] | None = None
         self._inflight_sent = False
@@ -391,13 +395,17 @@ class RedisBoardStore:
                 entry = by_node[name] = (conn, [])
             entry[1].append((at, keys, args))
         out: list[Any] = [None] * len(encoded)
+        step = self._pace or len(encoded)
         for conn, calls in by_node.values():
             registered = script.registered(conn)
-            pipe = conn.pipeline(transaction=False)
-            for _, keys, args in calls:
-                registered(keys=keys, args=args, client=pipe)
-            for (at, _, _), reply in zip(calls, pipe.execute(raise_on_error=False), strict=True):
-                out[at] = reply
+            for first in range(0, len(calls), step):  # paced: a round trip per step
+                chunk = calls[first : first + step]
+                pipe = conn.pipeline(transaction=False)
+                for _, keys, args in chunk:
+                    registered(keys=keys, args=args, client=pipe)
+                replies = pipe.execute(raise_on_error=False)
+                for (at, _, _), reply in zip(chunk, replies, strict=True):
+                    out[at] = reply
         return out
 
 

@@ -52,8 +52,11 @@ pytestmark = pytest.mark.timeout(TIMEOUT_S)
 
 KILLS = 4
 #: Each run of the job cuts group writes into pieces of another size (0: whole),
-#: so kills land between pieces and a restart cuts the same batch differently.
+#: so kills land between pieces and a restart cuts the same batch differently;
+#: and paces them otherwise (LB_WRITES_IN_FLIGHT: 1, 0 = all at once, 3), so a
+#: kill also lands with pieces still waiting in the job.
 BOUNDS = ("40", "1000", "0")
+PACES = ("1", "0", "3")
 #: gbest with a team board: its group writes carry the team part of every change.
 TEAM_GAMES_TOML = GAMES_TOML.replace(
     '[games."gbest"]\noperator = "best"\n', '[games."gbest"]\noperator = "best"\nteams = "sum"\n'
@@ -111,9 +114,12 @@ def test_kill_9_at_random_moments_loses_and_doubles_nothing(
     everything = board_bound(stream.records)
     try:
         for kill in range(KILLS):
-            bound = BOUNDS[kill % len(BOUNDS)]
+            bound, pace = BOUNDS[kill % len(BOUNDS)], PACES[kill % len(PACES)]
             before = outcomes(redis_client, namespace)
-            job = Job({**env, "LB_WRITE_MAX_UPDATES": bound}, tmp_path / "job.log")
+            job = Job(
+                {**env, "LB_WRITE_MAX_UPDATES": bound, "LB_WRITES_IN_FLIGHT": pace},
+                tmp_path / "job.log",
+            )
             members_job = Job(env, tmp_path / "teams.log", ("teams", "run"))
             # A random moment once this run applies records: its start-up alone
             # takes seconds, more on a loaded machine, and a kill before it only

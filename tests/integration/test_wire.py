@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 from redis.exceptions import ResponseError
 
 from adapters.redis import RedisClient, Script
 from sinks.wire import RawPipeline
+from tests.poll import poll
 
 INCR = Script("return redis.call('INCRBY', KEYS[1], ARGV[1])")
 
@@ -75,3 +78,24 @@ def test_a_script_object_runs_on_an_asyncio_client_too(
 
     key = f"{namespace}:{{w}}:y"  # deleted with the namespace by redis_client
     assert asyncio.run(_async_incr(redis_url, key)) == [2, 5]
+
+
+def test_paced_script_calls_leave_one_at_a_time_and_the_commands_behind_them_wait(
+    redis_client: RedisClient, namespace: str
+) -> None:
+    key = f"{namespace}:{{w}}:p"
+    paced, unpaced = RawPipeline(redis_client, writes_in_flight=1), RawPipeline(redis_client)
+    calls = paced.evals(INCR, [([key], [1]), ([key], [10])])
+    paced.send([*calls, ("INCRBY", key, 100)])
+    # Only the first call has left: the second and the command behind it wait
+    # for its reply (read by the next run), so another connection sees 1, and
+    # still 1 a while later.
+    poll("the first call applied", lambda: redis_client.get(key) == b"1", 10, every_s=0.01)
+    time.sleep(0.3)
+    assert redis_client.get(key) == b"1"
+    assert paced.run([("GET", key)]) == [1, 11, 111, b"111"]
+
+    unpaced.send([*calls, ("INCRBY", key, 100)])
+    # Everything left at once: Redis runs it all before any reply is read.
+    poll("every command applied", lambda: redis_client.get(key) == b"222", 10, every_s=0.01)
+    assert unpaced.run([]) == [112, 122, 222]
