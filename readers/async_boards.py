@@ -32,6 +32,8 @@ from readers.boards import (
     RankAnswer,
     TopPage,
     around_lines,
+    rank_keys_args,
+    rank_reply_metadata,
 )
 from readers.profiles import AsyncProfileReader
 
@@ -115,16 +117,10 @@ class AsyncBoardReader:
         check_player_id(player_id)
         board = self.sync.board(game_id, window_spec, now_ms)
         if not board.sharded and rank_mode(ranks) == "unique":
-            # The player's metadata is asked at the same time (it needs no rank).
-            reply, (meta,) = await asyncio.gather(
-                _call(
-                    RANK_SCRIPT.run_async(
-                        self._client, [board.keys[0]], [player_id, board.codec.slots]
-                    )
-                ),
-                entry_metadata.metadata_of_async(self._client, board, [player_id]),
-            )
-            found = self.sync.parse_rank_reply(reply)
+            # The player's metadata comes in the same call.
+            keys, args = rank_keys_args(board, player_id)
+            reply = await _call(RANK_SCRIPT.run_async(self._client, keys, args))
+            found, meta = self.sync.parse_rank_reply(reply), rank_reply_metadata(reply)
             # Past the exact tier the percentile may come from a sketch: the sync path.
             if found is None or visible_rank(found[0], board.config.exact_tier) is not None:
                 answer = self.sync.rank_answer(board, player_id, found, now_ms=now_ms)

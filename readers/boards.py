@@ -64,10 +64,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from adapters.redis import RedisClient, Script
+from adapters.redis import RedisClient, Script, text_of
 from domain.errors import QueryError
 from domain.games import GameCatalog, GameConfig
-from domain.keys import LIVE_NAMESPACE, GroupKeys, shard_tag
+from domain.keys import LIVE_NAMESPACE, GroupKeys, entry_metadata_key, shard_tag
 from domain.ranking import (
     MAX_K,
     MAX_LIMIT,
@@ -129,20 +129,37 @@ __all__ = [
     "members_with_scores",
 ]
 
-#: KEYS[1] board; ARGV[1] playerId, ARGV[2] slots.
-#: Returns {0-based ZREVRANK or nil, composite text or nil, ZCARD, lower-score count or nil}.
+#: KEYS[1] board, KEYS[2] its entry-metadata hash; ARGV[1] playerId, ARGV[2] slots,
+#: ARGV[3] "1" to read the player's metadata too (one round trip: a reader waits
+#: behind the job's writes once, not twice). Returns {0-based ZREVRANK or nil,
+#: composite text or nil, ZCARD, lower-score count or nil, metadata or nil}.
 RANK_SCRIPT = Script(
     """
 local n = redis.call('ZCARD', KEYS[1])
 local c = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not c then return {false, false, n, false} end
+if not c then return {false, false, n, false, false} end
 local r = redis.call('ZREVRANK', KEYS[1], ARGV[1])
 local v = tonumber(c)
 local floor = v - math.fmod(v, tonumber(ARGV[2]))
 local lower = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. string.format('%.17g', floor))
-return {r, c, n, lower}
+local meta = false
+if ARGV[3] == '1' then meta = redis.call('HGET', KEYS[2], ARGV[1]) end
+return {r, c, n, lower, meta}
 """
 )
+
+
+def rank_keys_args(board: Board, player_id: str) -> tuple[list[str], list[Any]]:
+    """:data:`RANK_SCRIPT`'s keys and arguments for ``player_id`` on an unsharded board."""
+    key = board.keys[0]
+    wanted = "1" if entry_metadata.wanted(board, 1) else "0"
+    return [key, entry_metadata_key(key)], [player_id, board.codec.slots, wanted]
+
+
+def rank_reply_metadata(reply: Sequence[Any]) -> str | None:
+    """The player's entry metadata in a :data:`RANK_SCRIPT` reply (None: none or not asked)."""
+    return None if reply[4] is None else text_of(reply[4])
+
 
 #: KEYS[1] board; ARGV[1] playerId, ARGV[2] k.
 #: Returns nil, or {0-based ZREVRANK, {member, composite, ...} of ranks r-k .. r+k}.
@@ -402,11 +419,11 @@ class BoardReader:
         board = self.board(game_id, window_spec, now_ms)
         if mode == "dense":
             check_dense(board)
-        found = (
-            rank_sharded(self._client, board, player_id)
-            if board.sharded
-            else self._rank_single(board, player_id)
-        )
+        if board.sharded:
+            found, meta = rank_sharded(self._client, board, player_id), None
+        else:
+            reply = call(RANK_SCRIPT, self._client, *rank_keys_args(board, player_id))
+            found, meta = self.parse_rank_reply(reply), rank_reply_metadata(reply)
         answer = self.rank_answer(board, player_id, found, now_ms=now_ms)
         if answer["rank"] is not None and answer["score"] is not None:
             if mode == "competition":
@@ -414,7 +431,8 @@ class BoardReader:
             elif mode == "dense":
                 answer["rank"] = distinct_ahead(self._client, board, answer["score"]) + 1
         if answer["score"] is not None:
-            (meta,) = entry_metadata.metadata_of(self._client, board, [player_id])
+            if board.sharded:
+                (meta,) = entry_metadata.metadata_of(self._client, board, [player_id])
             if meta is not None:
                 answer["metadata"] = meta
         return answer
@@ -464,14 +482,10 @@ class BoardReader:
             )
         return answer
 
-    def _rank_single(self, board: Board, player_id: str) -> tuple[int, int, int, int] | None:
-        reply = call(RANK_SCRIPT, self._client, [board.keys[0]], [player_id, board.codec.slots])
-        return self.parse_rank_reply(reply)
-
     @staticmethod
     def parse_rank_reply(reply: Sequence[Any]) -> tuple[int, int, int, int] | None:
         """``(rank, composite, lower, total)`` from RANK_SCRIPT's reply; None without a score."""
-        rank0, raw, total, lower = reply
+        rank0, raw, total, lower = reply[:4]
         if raw is None:
             return None
         return int(rank0) + 1, composite_of(raw), int(lower), int(total)

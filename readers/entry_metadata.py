@@ -6,12 +6,14 @@ playerId -> the metadata of the event that set the player's current value
 a value and its metadata always match). A line whose value was set without
 metadata gets no ``metadata`` field.
 
-The hot reads, a top page by offset and an around window of an unsharded
-board, read the page and its metadata in one script call (:data:`TOP_SCRIPT`,
-:data:`readers.page_profiles.AROUND_SCRIPT`: the ``HMGET`` only when the board
-has metadata at all). Every other read adds the metadata to its answer's
-lines with one ``HMGET`` per board key holding them, all in one round trip
-after the board's own reads. A game with ``metadata_max_bytes = 0`` takes no
+The hot reads of an unsharded board, a top page by offset, an around window
+and a rank, read their answer and its metadata in one script call
+(:data:`TOP_SCRIPT`, :data:`readers.page_profiles.AROUND_SCRIPT`,
+:data:`readers.boards.RANK_SCRIPT`: the ``HMGET`` only when the board has
+metadata at all, the rank's ``HGET`` only when the game takes metadata).
+Every other read adds the metadata to its answer's lines with one ``HMGET``
+per board key holding them, all in one round trip after the board's own
+reads. A game with ``metadata_max_bytes = 0`` takes no
 metadata, and its reads never look for it.
 """
 
