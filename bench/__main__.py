@@ -2,14 +2,16 @@
 
 Usage (from the repository root, with the services up: ``.venv/bin/lb up``)::
 
-    .venv/bin/python -m bench            # ~35 min on 2 cores; rewrites docs/BENCHMARKS.md
+    .venv/bin/python -m bench            # ~50 min on 2 cores; rewrites docs/BENCHMARKS.md
     .venv/bin/python -m bench --quick    # small sizes, a smoke test; writes to a temp dir
                                          # (a copy of the doc there, every section rendered)
 
 Runs, one after the other so that none competes with another for the cores:
 ``bench.ingest`` (1M events), ``bench.freshness`` (steady at 20,000/s with 2
 processes, and 10,000/s with a 3x spike for 10 s), ``bench.reads`` (1M and 10M
-players, against PostgreSQL) and ``bench.rebuild`` (1M and 10M players). Each
+players, against PostgreSQL), ``bench.rebuild`` (1M and 10M players),
+``bench.backfill`` and ``bench.steady`` (10M players loaded; reads beside the
+job at 20K/s, 50K/s and full speed). Each
 writes its own section of ``docs/BENCHMARKS.md``; this script then writes the
 ``bench.summary`` section (the headline ratios, all from this run),
 ``docs/benchmarks.png`` (the chart) and ``docs/benchmarks.json`` (every raw
@@ -49,6 +51,8 @@ FULL: dict[str, list[list[str]]] = {
     "reads": [[]],
     "rebuild": [[]],
     "backfill": [[]],
+    # The seeds' game: 10M players loaded, reads beside the job (~11 min; --pin needs root).
+    "steady": [["--pin"]],
 }
 QUICK: dict[str, list[list[str]]] = {
     "ingest": [
@@ -88,6 +92,9 @@ QUICK: dict[str, list[list[str]]] = {
     "reads": [["--players", "20000", "100000", "--calls", "200"]],
     "rebuild": [["--players", "20000", "100000"]],
     "backfill": [["--players", "20000", "--baseline-s", "5"]],
+    "steady": [
+        ["--players", "20000", "--rates", "max", "--events", "20000", "--idle-s", "3"],
+    ],
 }
 
 
@@ -124,7 +131,7 @@ def _save(out: Path, run: dict[str, Any], results: dict[str, list[dict[str, Any]
 
 def _render_sections(results: dict[str, list[dict[str, Any]]], doc: Path) -> None:
     """Every benchmark's own section again, from its saved summary."""
-    from bench import backfill, freshness, ingest, reads, rebuild
+    from bench import backfill, freshness, ingest, reads, rebuild, steady
 
     for summary in results.get("ingest", []):
         workload = summary["args"].get("workload", "zipf")
@@ -137,6 +144,8 @@ def _render_sections(results: dict[str, list[dict[str, Any]]], doc: Path) -> Non
         write_section(rebuild.SECTION, rebuild.markdown(summary), doc)
     for summary in results.get("backfill", []):
         write_section(backfill.SECTION, backfill.markdown(summary), doc)
+    for summary in results.get("steady", []):
+        write_section(summary["section"], steady.markdown(summary), doc)
 
 
 def _summarise(

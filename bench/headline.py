@@ -230,6 +230,36 @@ def rebuild_rows(summary: Mapping[str, Any]) -> list[list[str]]:
     return rows
 
 
+def steady_rows(summary: Mapping[str, Any]) -> list[list[str]]:
+    """The game at size: each full-speed run's rate and read tails against the job stopped."""
+    players = summary["params"]["players"]
+    idle = summary.get("idle") or {}
+    rows = []
+    for run in summary["runs"]:
+        if run["rate"] != "max":
+            continue
+        bound = "no bound" if run["bound"] == 0 else f"bound {run['bound']}"
+        pace = run.get("pace", 0)
+        setting = f"{bound}, {'unpaced' if pace == 0 else f'pace {pace}'}"
+        tails = []
+        for call in ("top-10", "rank", "around"):
+            loaded, stopped = run["reads"][call].get("p99"), idle.get(call, {}).get("p99")
+            if loaded is None or stopped is None:
+                continue
+            tails.append(f"{call} {loaded:.1f} ({stopped:.1f})")
+        rows.append(
+            [
+                "steady",
+                f"{players:,} players loaded, the job at full speed ({setting}): "
+                "read p99 ms while it writes (job stopped)",
+                "; ".join(tails) or "-",
+                f"{_eps(run.get('counted_per_s'))}; Redis "
+                f"{run.get('redis_us_per_record', '-')} us per record",
+            ]
+        )
+    return rows
+
+
 def headline_markdown(
     results: Results, command: str, machine: str, minutes: float, chart: str
 ) -> str:
@@ -247,6 +277,8 @@ def headline_markdown(
     rows += memory_rows(rebuild, reads)
     if rebuild:
         rows += rebuild_rows(rebuild)
+    for summary in results.get("steady", []):
+        rows += steady_rows(summary)
     lines = [
         "| part | measurement | figure | ratio / note |",
         "| --- | --- | --- | --- |",

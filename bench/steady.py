@@ -29,8 +29,9 @@ than on the empty boards the ingest benchmarks start from:
    job kept up when its lag never reached one second of input and was 0 after
    the drain. ``max`` is the job at full speed instead: ``--events`` records
    produced before any clock starts, applied by ``lb run --processes 2
-   --until-end``, once per ``--bounds`` value (``LB_WRITE_MAX_UPDATES``; a fixed
-   rate uses the first bound).
+   --until-end``, once per ``--bounds`` value (``LB_WRITE_MAX_UPDATES``) and
+   ``--paces`` value (``LB_WRITES_IN_FLIGHT``); a fixed rate uses the first of
+   each.
 4. Throughout each run a separate process reads at ``--read-rate`` calls/s on its
    own connection, in turn: top-10, top-100 at offset ``--deep-offset``, rank
    and around (k=5) of a random loaded player, and the friends board of a random
@@ -150,14 +151,16 @@ def parse_rate(text: str) -> Rate:
     return rate
 
 
-def plan(rates: Sequence[Rate], bounds: Sequence[int]) -> list[tuple[Rate, int]]:
-    """The runs, in order: (rate, write bound); a fixed rate runs at the first bound."""
-    runs: list[tuple[Rate, int]] = []
+def plan(
+    rates: Sequence[Rate], bounds: Sequence[int], paces: Sequence[int] = (1,)
+) -> list[tuple[Rate, int, int]]:
+    """The runs, in order: (rate, write bound, pace); a fixed rate runs at the first of each."""
+    runs: list[tuple[Rate, int, int]] = []
     for rate in rates:
         if rate == MAX:
-            runs += [(MAX, bound) for bound in bounds]
+            runs += [(MAX, bound, pace) for bound in bounds for pace in paces]
         else:
-            runs.append((rate, bounds[0]))
+            runs.append((rate, bounds[0], paces[0]))
     return runs
 
 
@@ -487,8 +490,8 @@ class Bench:
     next_new: int
 
 
-def job_for(bench: Bench, topic: str, bound: int, name: str, until_end: bool) -> Job:
-    """``lb run --processes 2`` on ``topic`` into the loaded namespace, write bound ``bound``."""
+def job_for(bench: Bench, topic: str, writes: tuple[int, int], name: str, until_end: bool) -> Job:
+    """``lb run --processes 2`` on ``topic`` into the loaded namespace (bound, pace)."""
     scratch = bench.scratch
     env = job_env(
         bench.settings,
@@ -497,7 +500,7 @@ def job_for(bench: Bench, topic: str, bound: int, name: str, until_end: bool) ->
         bench.namespace,
         scratch.state_dir / name,
     )
-    env["LB_WRITE_MAX_UPDATES"] = str(bound)
+    env["LB_WRITE_MAX_UPDATES"], env["LB_WRITES_IN_FLIGHT"] = (str(n) for n in writes)
     flags = ["--no-recovery", "--processes", "2"] + (["--until-end"] if until_end else [])
     (scratch.state_dir / name).mkdir(parents=True, exist_ok=True)
     job = Job(flags, env, scratch.state_dir / f"{name}.log")
@@ -520,13 +523,16 @@ def stream_of(
     return out
 
 
-def run_max(bench: Bench, index: int, bound: int) -> dict[str, Any]:
+def run_max(bench: Bench, index: int, bound: int, pace: int) -> dict[str, Any]:
     """``--until-end`` over a topic produced beforehand: the job at full speed."""
     args, client = bench.args, bench.scratch.redis
     topic = bench.scratch.topic(f"{bench.scratch.prefix}-r{index}", args.partitions)
     seconds = produce(bench.settings, topic, stream_of(bench, args.events, index, 100_000.0))
-    log(f"run {index} (max, bound {bound}): produced {args.events:,} records in {seconds:.1f} s")
-    job = job_for(bench, topic, bound, f"r{index}", until_end=True)
+    log(
+        f"run {index} (max, bound {bound}, pace {pace}): "
+        f"produced {args.events:,} records in {seconds:.1f} s"
+    )
+    job = job_for(bench, topic, (bound, pace), f"r{index}", until_end=True)
     # The meter resets the slow log (tens of ms on a long one) before anything is read.
     meter = Meter(client, bench.namespace, job)
     reads = Reads(bench.settings, bench.namespace, bench.reads, args.isolation)
@@ -559,6 +565,7 @@ def run_max(bench: Bench, index: int, bound: int) -> dict[str, Any]:
     return {
         "rate": MAX,
         "bound": bound,
+        "pace": pace,
         "produced_per_s": None,
         "counted_per_s": round(rate) if rate else None,
         "kept_up": None,
@@ -631,13 +638,13 @@ def raised_poller(
     poll_probes(settings, board, slots, conn, 0.002)
 
 
-def run_rate(bench: Bench, index: int, rate: int, bound: int) -> dict[str, Any]:
+def run_rate(bench: Bench, index: int, rate: int, bound: int, pace: int) -> dict[str, Any]:
     """The job tailing a topic this process writes at ``rate`` records/s."""
     args, client = bench.args, bench.scratch.redis
     schedule = RateSchedule.steady(float(rate), args.seconds)
     stream = stream_of(bench, schedule.total, index, float(rate))
     topic = bench.scratch.topic(f"{bench.scratch.prefix}-r{index}", args.partitions)
-    job = job_for(bench, topic, bound, f"r{index}", until_end=False)
+    job = job_for(bench, topic, (bound, pace), f"r{index}", until_end=False)
     with ScoreProducer(
         bench.settings.kafka_bootstrap, topic, bench.settings.kafka_extra
     ) as producer:
@@ -650,7 +657,7 @@ def run_rate(bench: Bench, index: int, rate: int, bound: int) -> dict[str, Any]:
             if job.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"run {index}: the job did not start\n{job.tail()}")
         log(
-            f"run {index} ({rate:,}/s, bound {bound}): "
+            f"run {index} ({rate:,}/s, bound {bound}, pace {pace}): "
             f"job up after {time.monotonic() - job.started:.1f} s"
         )
         meter = Meter(client, bench.namespace, job)  # before the reads (see run_max)
@@ -702,6 +709,7 @@ def run_rate(bench: Bench, index: int, rate: int, bound: int) -> dict[str, Any]:
     return {
         "rate": rate,
         "bound": bound,
+        "pace": pace,
         "produced_per_s": round(len(stream) / produce_s),
         "counted_per_s": round(counted_in_time / produce_s),
         "kept_up": kept_up,
@@ -763,7 +771,7 @@ def goals(summary: Mapping[str, Any]) -> list[list[str]]:
             ok = verdict(read["p99"], READ_P99_MS), verdict(read["max"], READ_MAX_MS)
             rows.append(
                 [
-                    f"{call} at the job's maximum rate (bound {run['bound']}): "
+                    f"{call} at the job's maximum rate ({writes_name(run)}): "
                     f"p99 ≤ {READ_P99_MS:g} ms, max ≤ {READ_MAX_MS:g} ms",
                     f"{_ms(read['p99'])} / {_ms(read['max'])} ms",
                     "PASS" if ok == ("PASS", "PASS") else ("-" if "-" in ok else "over"),
@@ -790,14 +798,14 @@ def goals(summary: Mapping[str, Any]) -> list[list[str]]:
         rows.append(
             [
                 f"Redis CPU ≤ {REDIS_US:g} µs per event (goal on new players; this stream: "
-                f"{NEW_SHARE:.0%} new), bound {run['bound']}",
+                f"{NEW_SHARE:.0%} new), {writes_name(run)}",
                 f"{_num(redis_us)} µs",
                 verdict(redis_us, REDIS_US),
             ]
         )
         rows.append(
             [
-                f"job CPU ≤ {JOB_US:g} µs per event (goal on new players), bound {run['bound']}",
+                f"job CPU ≤ {JOB_US:g} µs per event (goal on new players), {writes_name(run)}",
                 f"{_num(job_us)} µs",
                 verdict(job_us, JOB_US),
             ]
@@ -834,11 +842,17 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:g}"
 
 
-def run_name(run: Mapping[str, Any]) -> str:
-    """A run's label: its rate and write bound."""
-    rate = "max" if run["rate"] == MAX else f"{fmt_int(run['rate'])}/s"
+def writes_name(run: Mapping[str, Any]) -> str:
+    """A run's write settings: its bound and pace (runs before the pace existed: unpaced)."""
     bound = "no bound" if run["bound"] == 0 else f"bound {run['bound']}"
-    return f"{rate}, {bound}"
+    pace = run.get("pace", 0)
+    return f"{bound}, {'unpaced' if pace == 0 else f'pace {pace}'}"
+
+
+def run_name(run: Mapping[str, Any]) -> str:
+    """A run's label: its rate and write settings."""
+    rate = "max" if run["rate"] == MAX else f"{fmt_int(run['rate'])}/s"
+    return f"{rate}, {writes_name(run)}"
 
 
 def _kept(run: Mapping[str, Any]) -> str:
@@ -972,6 +986,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=20.0, help="per fixed-rate run")
     parser.add_argument("--events", type=int, default=600_000, help="per max run")
     parser.add_argument("--bounds", type=int, nargs="+", default=[MAX_UPDATES])
+    parser.add_argument(
+        "--paces",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="LB_WRITES_IN_FLIGHT per max run (0: unpaced); the default is the job's",
+    )
     parser.add_argument("--read-rate", type=float, default=200.0)
     parser.add_argument("--deep-offset", type=int, default=100_000)
     parser.add_argument("--askers", type=int, default=1000)
@@ -993,8 +1014,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.players < 1000 or args.seconds <= 0 or args.events <= 0 or args.read_rate <= 0:
         parser.error("--players (at least 1000), --seconds, --events, --read-rate must be positive")
-    if args.probe_rate <= 0 or any(bound < 0 for bound in args.bounds):
-        parser.error("--probe-rate must be positive and --bounds at least 0")
+    if args.probe_rate <= 0 or any(n < 0 for n in [*args.bounds, *args.paces]):
+        parser.error("--probe-rate must be positive and --bounds and --paces at least 0")
     return args
 
 
@@ -1019,11 +1040,11 @@ def run_all(scratch: Scratch, settings: Settings, args: argparse.Namespace) -> d
         next_new=args.players,
     )
     runs = []
-    for index, (rate, bound) in enumerate(plan(args.rates, args.bounds)):
+    for index, (rate, bound, pace) in enumerate(plan(args.rates, args.bounds, args.paces)):
         if rate == MAX:
-            runs.append(run_max(bench, index, bound))
+            runs.append(run_max(bench, index, bound, pace))
         else:
-            runs.append(run_rate(bench, index, int(rate), bound))
+            runs.append(run_rate(bench, index, int(rate), bound, pace))
     log(f"idle reads for {args.idle_s:g} s")
     idle, idle_steal = idle_reads(bench)
     scratch.drop_namespace(namespace)

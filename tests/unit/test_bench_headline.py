@@ -11,6 +11,7 @@ from bench.headline import (
     ingest_rows,
     reads_rows,
     rebuild_rows,
+    steady_rows,
     workload_rows,
 )
 
@@ -157,3 +158,32 @@ def test_rebuild_rows_name_the_command_each_run_used() -> None:
         "`lb rebuild --offline`",
         "`lb rebuild --offline`",
     ]
+
+
+def _reads(p99: float | None) -> dict[str, Any]:
+    return {call: {"p50": 0.5, "p99": p99, "max": 9.0} for call in ("top-10", "rank", "around")}
+
+
+def test_steady_rows_show_each_full_speed_run_against_the_job_stopped() -> None:
+    run = {"rate": "max", "counted_per_s": 14_329, "redis_us_per_record": 25.67}
+    summary = {
+        "params": {"players": 1_000_000},
+        "runs": [
+            {**run, "rate": 20_000, "bound": 250, "pace": 1, "reads": _reads(3.0)},
+            {**run, "bound": 250, "pace": 1, "reads": _reads(5.4)},
+            {**run, "bound": 0, "reads": _reads(12.0)},  # from before the pace: unpaced
+        ],
+        "idle": _reads(1.0),
+    }
+    rows = steady_rows(summary)
+    assert len(rows) == 2  # the fixed-rate run is not a full-speed one
+    assert rows[0][1] == (
+        "1,000,000 players loaded, the job at full speed (bound 250, pace 1): "
+        "read p99 ms while it writes (job stopped)"
+    )
+    assert rows[0][2] == "top-10 5.4 (1.0); rank 5.4 (1.0); around 5.4 (1.0)"
+    assert rows[0][3] == "14,329 events/s; Redis 25.67 us per record"
+    assert "(no bound, unpaced)" in rows[1][1]
+    no_idle = steady_rows({**summary, "idle": {}})
+    assert [row[2] for row in no_idle] == ["-", "-"]
+    assert "steady" in headline_markdown({"steady": [summary]}, "c", "m", 1.0, "x.png")

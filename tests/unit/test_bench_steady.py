@@ -65,9 +65,19 @@ def test_the_rates_and_the_run_plan() -> None:
     for bad in ("fast", "0", "-5", "2.5"):
         with pytest.raises(argparse.ArgumentTypeError):
             parse_rate(bad)
-    # A fixed rate runs once at the first bound; max once per bound, in order.
-    assert plan([20_000, 50_000, MAX], [1000]) == [(20_000, 1000), (50_000, 1000), (MAX, 1000)]
-    assert plan([MAX, 20_000], [0, 1000]) == [(MAX, 0), (MAX, 1000), (20_000, 0)]
+    # A fixed rate runs once at the first bound and pace; max once per pair, in order.
+    assert plan([20_000, 50_000, MAX], [1000]) == [
+        (20_000, 1000, 1),
+        (50_000, 1000, 1),
+        (MAX, 1000, 1),
+    ]
+    assert plan([MAX, 20_000], [0, 1000], [1, 0]) == [
+        (MAX, 0, 1),
+        (MAX, 0, 0),
+        (MAX, 1000, 1),
+        (MAX, 1000, 0),
+        (20_000, 0, 1),
+    ]
     assert run_events(20_000, 20.0, 600_000) == 400_000
     assert run_events(MAX, 20.0, 600_000) == 600_000
     assert section_of(10_000_000) == "bench.steady"
@@ -154,7 +164,7 @@ def test_latency_summary_and_the_section_tables() -> None:
         },
         "runs": [
             {**_run(20_000, reads), "redis_stalls_ms": {"fork": 13.0, "aof-write": 4.0}},
-            _run(MAX, reads, bound=0),
+            _run(MAX, reads, bound=0, pace=1),
         ],
         "idle": reads,
         "idle_steal_pct": 0.4,
@@ -163,9 +173,14 @@ def test_latency_summary_and_the_section_tables() -> None:
         "total_s": 600.0,
     }
     text = markdown(result)
-    assert "| 20,000/s, bound 1000 | 20,000 | 12,345 | yes | 40 / 180 | 20.5 | 11 |" in text
-    assert "| max, no bound | - | 12,345 | - | - | 20.5 | 11 |" in text
-    header = "| call (p50 / p99 / max ms) | 20,000/s, bound 1000 | max, no bound | job stopped |"
+    # a run from before the pace existed reads as unpaced
+    row = "| 20,000/s, bound 1000, unpaced | 20,000 | 12,345 | yes | 40 / 180 | 20.5 | 11 |"
+    assert row in text
+    assert "| max, no bound, pace 1 | - | 12,345 | - | - | 20.5 | 11 |" in text
+    header = (
+        "| call (p50 / p99 / max ms) | 20,000/s, bound 1000, unpaced | max, no bound, pace 1 "
+        "| job stopped |"
+    )
     assert header in text
     for call in CALLS:
         assert f"| {call} | 50 / 99 / 100 | 50 / 99 / 100 | 50 / 99 / 100 |" in text
