@@ -36,7 +36,7 @@ from domain.windows import Window
 #: Default bound on the Redis updates (board members and event ids) one atomic
 #: group write makes (``LB_WRITE_MAX_UPDATES``): the longest a reader of the same
 #: Redis waits behind the job (docs/DESIGN.md, "Bounded group writes").
-MAX_UPDATES = 250
+MAX_UPDATES = 100
 
 #: :func:`score`'s answer: the record changed state, an ``INCR`` total was capped.
 CHANGED, CAPPED = 1, 2
