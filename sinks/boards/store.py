@@ -395,7 +395,7 @@ class RedisBoardStore:
                 entry = by_node[name] = (conn, [])
             entry[1].append((at, keys, args))
         out: list[Any] = [None] * len(encoded)
-        step = self._pace or len(encoded)
+        step = self._pace or max(1, len(encoded))
         for conn, calls in by_node.values():
             registered = script.registered(conn)
             for first in range(0, len(calls), step):  # paced: a round trip per step
