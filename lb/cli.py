@@ -12,8 +12,10 @@ command quietly.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -94,6 +96,9 @@ def _quiet_stdout() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``lb`` subcommand; returns the process exit code."""
+    # ``kill -USR1 <pid>`` prints every thread's stack to stderr: what a command
+    # that does not answer is waiting for (docs/OPERATIONS.md).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -161,6 +161,18 @@ def test_an_expired_window_is_rebuilt_for_an_audit(
     _no_staging(redis_client, namespace)
 
 
+def _exit_code(proc: subprocess.Popen[str], timeout_s: float) -> int:
+    """``proc``'s exit code; if it has not exited by then, fail with every thread's stack."""
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)  # lb's faulthandler: stacks to stderr
+        time.sleep(2.0)
+        proc.kill()
+        _, err = proc.communicate(timeout=30)
+        raise AssertionError(f"no exit in {timeout_s:g} s; its stderr:\n{err[-8000:]}") from None
+
+
 def test_dry_run_prints_the_plan_and_ctrl_c_drops_the_staging_keys(
     kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
@@ -191,9 +203,12 @@ def test_dry_run_prints_the_plan_and_ctrl_c_drops_the_staging_keys(
         lines.append(line)
         if "ETA" in line:
             break
+    proc.send_signal(signal.SIGUSR1)  # asked for its stacks, it prints them and goes on
     time.sleep(1.5)  # into the cut-over loop (not a timed assert: either way it must clean up)
     proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=60) == 130, "".join(lines)
+    assert _exit_code(proc, 60) == 130, "".join(lines)
+    rest = proc.stderr.read()
+    assert "(most recent call first):" in rest and "lb/cli.py" in rest, rest[-3000:]
     _no_staging(redis_client, namespace)
     assert read_boards(redis_client, namespace) == live
 
