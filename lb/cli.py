@@ -12,6 +12,7 @@ command quietly.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import importlib
 import os
@@ -94,11 +95,20 @@ def _quiet_stdout() -> None:
     os.close(devnull)
 
 
+def _stacks_on_usr1() -> None:
+    """``kill -USR1 <pid>`` prints every thread's stack to the process' stderr.
+
+    What a command that does not answer is waiting for (docs/OPERATIONS.md).
+    Written to fd 2 itself (a test that captures sys.stderr has no file behind it);
+    skipped where there is no SIGUSR1.
+    """
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        faulthandler.register(signal.SIGUSR1, file=2, all_threads=True)  # fd 2: stderr
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``lb`` subcommand; returns the process exit code."""
-    # ``kill -USR1 <pid>`` prints every thread's stack to stderr: what a command
-    # that does not answer is waiting for (docs/OPERATIONS.md).
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    _stacks_on_usr1()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
