@@ -114,6 +114,11 @@ class SeenLayout:
         return cls(horizon_ms, split_for(rate, horizon_ms))
 
     @property
+    def entry_bytes(self) -> int:
+        """Bytes of one bag entry (fingerprint, then record time); 0 for full ids."""
+        return self._entry if self.split else 0
+
+    @property
     def appends(self) -> bool:
         """Whether a write appends to the stored values (bags) rather than sets them."""
         return self.split > 0

@@ -65,6 +65,11 @@ class BoardModel:
     outcomes: list[int] = field(default_factory=list)
     #: Entry-metadata hashes (``meta:entry:<window>``): player -> metadata.
     metadata: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Bytes of one dedupe bag entry: when set, :meth:`state` gives each bag's
+    #: entries sorted. Their stored order is the order writes appended them,
+    #: which differs between interleavings of partitions that share a group and
+    #: a bag; a lookup searches the whole bag, so no decision depends on it.
+    bag_entry: int = 0
 
     # -- reads (RedisBoardStore.read) -------------------------------------------------
 
@@ -189,16 +194,29 @@ class BoardModel:
                 out[name] = out.get(name, 0) + value
         return out
 
+    def _canonical(self, key: str, fields: dict[Any, Any]) -> dict[Any, Any]:
+        """A hash's fields; a dedupe bag's entries sorted when :attr:`bag_entry` is set."""
+        if not self.bag_entry or ":meta:seen:" not in key:
+            return dict(fields)
+        return {
+            name: _sorted_entries(value, self.bag_entry) if isinstance(value, bytes) else value
+            for name, value in fields.items()
+        }
+
     def state(self) -> dict[str, Any]:
         """Everything the projection stores (not the write logs)."""
         return {
             "boards": self.boards(),
-            "hashes": {key: dict(h) for key, h in self.hashes.items() if h},
+            "hashes": {key: self._canonical(key, h) for key, h in self.hashes.items() if h},
             "sets": {key: set(s) for key, s in self.sets.items() if s},
             "metadata": {key: dict(h) for key, h in self.metadata.items() if h},
             "expire_at": dict(self.expire_at),
             "ttl_keys": set(self.ttl),
         }
+
+
+def _sorted_entries(value: bytes, width: int) -> bytes:
+    return b"".join(sorted(value[at : at + width] for at in range(0, len(value), width)))
 
 
 def write_batch(

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from domain.events import EventKind, ScoreEvent
 from domain.games import GameConfig, Operator, Order, Season, Tournament
 from domain.planner import BoardPlanner, pieces
+from domain.planner.dedupe import SeenLayout
 from domain.records import Accepted, CheckedBatch
 from domain.scoring import TieResolution
 from domain.windows import Calendar, WindowKind, window_for
@@ -661,7 +662,8 @@ def run(
     fully written, chunked and interleaved afresh, on new planners (and possibly
     another assignment of partitions to workers).
     """
-    model = BoardModel()
+    # Bags compared as sets of entries: partitions interleave differently per run.
+    model = BoardModel(bag_entry=SeenLayout.sized(HORIZON_MS).entry_bytes)
     start = dict.fromkeys(scn.records, 0)
     for attempt in range(crashes + 1):
         planners = [
