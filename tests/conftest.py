@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +33,18 @@ SUITE_MARKS = {
     "integration": ("integration",),
     "faults": ("faults", "integration", "slow"),
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Run as if from a terminal, where Ctrl-C reaches a command.
+
+    A suite started in the background by a non-interactive shell (``cmd &`` in
+    a script) inherits SIGINT ignored, and so would every process it starts: a
+    command a test interrupts (SIGINT) would never see it. A handler of our
+    own is reset to the default in each child it starts.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
