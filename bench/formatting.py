@@ -6,6 +6,9 @@ own sections format a ratio the same way.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 
 def fmt_int(value: float | None) -> str:
     """``1,234`` or a dash."""
@@ -24,3 +27,10 @@ def fmt_ratio(value: float | None) -> str:
 def processes(count: int) -> str:
     """``1 process``, ``2 processes``."""
     return f"{count} process" if count == 1 else f"{count} processes"
+
+
+def writes_name(run: Mapping[str, Any]) -> str:
+    """A ``bench.steady`` run's write bound and pace (a run from before the pace: unpaced)."""
+    bound = "no bound" if run["bound"] == 0 else f"bound {run['bound']}"
+    pace = run.get("pace", 0)
+    return f"{bound}, {'unpaced' if pace == 0 else f'pace {pace}'}"

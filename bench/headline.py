@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bench.formatting import fmt_ratio, processes
+from bench.formatting import fmt_ratio, processes, writes_name
 
 Results = Mapping[str, Sequence[Mapping[str, Any]]]
 
@@ -238,9 +238,7 @@ def steady_rows(summary: Mapping[str, Any]) -> list[list[str]]:
     for run in summary["runs"]:
         if run["rate"] != "max":
             continue
-        bound = "no bound" if run["bound"] == 0 else f"bound {run['bound']}"
-        pace = run.get("pace", 0)
-        setting = f"{bound}, {'unpaced' if pace == 0 else f'pace {pace}'}"
+        setting = writes_name(run)
         tails = []
         for call in ("top-10", "rank", "around"):
             loaded, stopped = run["reads"][call].get("p99"), idle.get(call, {}).get("p99")

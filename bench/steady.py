@@ -87,7 +87,7 @@ from bench.common import (
     steal_ticks,
     table,
 )
-from bench.formatting import fmt_int
+from bench.formatting import fmt_int, writes_name
 from bench.freshness import poll_probes
 from bench.isolation import Isolation, isolated, join_kept
 from bench.priority import raised, set_priority
@@ -840,13 +840,6 @@ def _ms(value: float | None) -> str:
 
 def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:g}"
-
-
-def writes_name(run: Mapping[str, Any]) -> str:
-    """A run's write settings: its bound and pace (runs before the pace existed: unpaced)."""
-    bound = "no bound" if run["bound"] == 0 else f"bound {run['bound']}"
-    pace = run.get("pace", 0)
-    return f"{bound}, {'unpaced' if pace == 0 else f'pace {pace}'}"
 
 
 def run_name(run: Mapping[str, Any]) -> str:
