@@ -21,7 +21,16 @@ import pytest
 
 from adapters.redis import RedisClient
 from telemetry import server
-from tests.integration.streams import GAMES_TOML, REPO, generate, job_env, lb, produce
+from tests.integration.streams import (
+    GAMES_TOML,
+    REPO,
+    generate,
+    job_env,
+    lb,
+    oracle,
+    produce,
+    read_boards,
+)
 from tests.integration.watching import start_job, until
 
 
@@ -108,6 +117,19 @@ def test_the_watch_view_redraws_in_a_terminal_and_prints_plain_text_to_a_pipe(
         )
         assert later.count("gbest alltime top 5") == 1  # redrawn in place, not scrolled
         assert "\x1b" not in later  # capture-pane without -e: text only
+
+        # The view may show every dead letter before the last group write lands
+        # (writes are paced); the piped run below must see the final board.
+        expected, _ = oracle(stream.records)
+        until(
+            "every record is on gbest's all-time board",
+            lambda: (
+                read_boards(redis_client, namespace).get("gbest:alltime")
+                == expected["gbest:alltime"]
+            ),
+            log,
+            job,
+        )
 
         # Not a terminal: plain text, no escape codes, the same content.
         piped = lb(
