@@ -15,6 +15,10 @@ A pace (``writes_in_flight``) bounds how many script calls (``EVALSHA``)
 and long commands (over :data:`LONG_COMMAND` arguments: a batch's
 ``ZMSCORE``/``HMGET`` lookups) one connection has in Redis at once; the rest
 wait here and leave as replies come back, with the commands behind them.
+:meth:`RawPipeline.send` returns only once every command it was given has
+left (reading, and keeping for the next :meth:`RawPipeline.run`, the replies
+it must wait for), so what a sink sends reaches Redis now, even if nothing
+more is sent for a while; at most the pace's last calls are still unanswered.
 Redis reads up to 16 KB of a connection's pipeline in each pass of its event
 loop and runs every command in it before it serves another connection, so a
 pipeline of group writes holds every reader of the node for several writes;
@@ -72,11 +76,14 @@ class RawPipeline:
         #: Per command sent and not answered yet: whether it counts against the pace.
         self._out: deque[bool] = deque()
         self._paced_out = 0
+        #: Replies :meth:`send` read to let the backlog go, for the next :meth:`run`.
+        self._early: list[Any] = []
 
     def send(self, commands: Sequence[Command]) -> None:
-        """Send ``commands`` (paced: as many as the pace lets go now).
+        """Send every one of ``commands``; their replies come first in the next :meth:`run`.
 
-        Their replies come first in the next :meth:`run`, which sends the rest.
+        Paced, this waits for as many replies as it takes to send the last of
+        them, so at most the pace's last calls are still running on return.
         """
         if commands:
             self._exchange(commands, read=False)
@@ -100,16 +107,13 @@ class RawPipeline:
         try:
             self._pump(conn)
             if not read:
+                while self._backlog:  # everything leaves now, however long the round
+                    self._early.append(self._read_one(conn))
                 return []
-            replies: list[Any] = []
+            replies = self._early
+            self._early = []
             while self._out:
-                try:
-                    replies.append(conn.read_response())
-                except ResponseError as exc:
-                    replies.append(exc)
-                if self._out.popleft():
-                    self._paced_out -= 1
-                    self._pump(conn)
+                replies.append(self._read_one(conn))
         except BaseException:
             # A half-read reply stream cannot be reused, and what was sent on it
             # is in doubt: drop the connection; the caller sends again.
@@ -118,6 +122,17 @@ class RawPipeline:
             raise
         self._release()
         return replies
+
+    def _read_one(self, conn: Any) -> Any:
+        """The next reply (an error reply in place); sends what its slot in the pace lets go."""
+        try:
+            reply = conn.read_response()
+        except ResponseError as exc:
+            reply = exc
+        if self._out.popleft():
+            self._paced_out -= 1
+            self._pump(conn)
+        return reply
 
     def _pump(self, conn: Any) -> None:
         """Send the backlog's head up to the pace, in one socket write."""
@@ -143,6 +158,7 @@ class RawPipeline:
         self._backlog.clear()
         self._out.clear()
         self._paced_out = 0
+        self._early = []
 
     def sha(self, script: Script) -> str:
         """The script's SHA1, loading it into Redis the first time."""

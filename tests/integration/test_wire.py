@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from redis.exceptions import ResponseError
 
 from adapters.redis import RedisClient, Script
@@ -80,19 +78,18 @@ def test_a_script_object_runs_on_an_asyncio_client_too(
     assert asyncio.run(_async_incr(redis_url, key)) == [2, 5]
 
 
-def test_paced_script_calls_leave_one_at_a_time_and_the_commands_behind_them_wait(
+def test_paced_script_calls_have_all_left_when_send_returns_and_replies_come_in_order(
     redis_client: RedisClient, namespace: str
 ) -> None:
     key = f"{namespace}:{{w}}:p"
     paced, unpaced = RawPipeline(redis_client, writes_in_flight=1), RawPipeline(redis_client)
     calls = paced.evals(INCR, [([key], [1]), ([key], [10])])
     paced.send([*calls, ("INCRBY", key, 100)])
-    # Only the first call has left: the second and the command behind it wait
-    # for its reply (read by the next run), so another connection sees 1, and
-    # still 1 a while later.
-    poll("the first call applied", lambda: redis_client.get(key) == b"1", 10, every_s=0.01)
-    time.sleep(0.3)
-    assert redis_client.get(key) == b"1"
+    # send waited for the first call's reply to let the second go, and the
+    # command behind it went with it: another connection sees every effect
+    # now, with no later call to carry them (the order of leaving is proven
+    # against a fake connection in tests/unit/test_wire_pace.py).
+    poll("every command applied", lambda: redis_client.get(key) == b"111", 10, every_s=0.01)
     assert paced.run([("GET", key)]) == [1, 11, 111, b"111"]
 
     unpaced.send([*calls, ("INCRBY", key, 100)])

@@ -22,10 +22,12 @@ class FakeConnection:
         self.unanswered: deque[bytes] = deque()
         self.most_writes_out = 0
         self.sends = 0
+        self.commands = 0
 
     def send_packed_command(self, packed: list[bytes], check_health: bool) -> None:
         assert not check_health or not self.unanswered, "a health check behind unread replies"
         self.sends += 1
+        self.commands += len(packed)
         self.unanswered.extend(packed)
         counted = sum(_counts(p) for p in self.unanswered)
         self.most_writes_out = max(self.most_writes_out, counted)
@@ -88,6 +90,9 @@ def test_paced_calls_never_exceed_the_pace_and_every_reply_comes_back_in_order(
         then = [_command(n + i, w) for i, w in enumerate(ran)]
         n += len(then)
         wire.send(first)
+        # Everything sent has left (nothing waits for a later call); at most
+        # the pace's last calls are unanswered.
+        assert client.connection_pool.conn.commands == n - len(then)
         replies = wire.run(then)
         assert replies == [hiredis.pack_command(c) for c in first + then]
     conn = client.connection_pool.conn
@@ -100,9 +105,14 @@ def test_paced_calls_never_exceed_the_pace_and_every_reply_comes_back_in_order(
 
 def test_a_paced_round_of_one_call_after_another_sends_each_behind_the_last_reply() -> None:
     client = FakeClient()
+    conn = client.connection_pool.conn
     wire = RawPipeline(client, writes_in_flight=1)
     wire.send([_command(i, 1) for i in range(4)])
-    assert client.connection_pool.conn.sends == 1
-    assert len(wire.run([_command(9, 0)])) == 5
-    # three more calls, one at a time; the read left with the last of them
-    assert client.connection_pool.conn.sends == 4
+    # one call at a time, each behind the last reply; the last call is still out
+    assert (conn.sends, conn.commands, len(conn.unanswered)) == (4, 4, 1)
+    replies = wire.run([_command(9, 0)])
+    assert replies == [hiredis.pack_command(_command(i, 1)) for i in range(4)] + [
+        hiredis.pack_command(_command(9, 0))
+    ]
+    # the read left behind the last call, in one more socket write
+    assert conn.sends == 5
