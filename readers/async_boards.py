@@ -32,7 +32,7 @@ from readers.boards import (
     RankAnswer,
     TopPage,
     around_lines,
-    rank_keys_args,
+    rank_reply_header,
     rank_reply_metadata,
 )
 from readers.profiles import AsyncProfileReader
@@ -117,16 +117,26 @@ class AsyncBoardReader:
         check_player_id(player_id)
         board = self.sync.board(game_id, window_spec, now_ms)
         if not board.sharded and rank_mode(ranks) == "unique":
-            # The player's metadata comes in the same call.
-            keys, args = rank_keys_args(board, player_id)
+            # The player's metadata, and the sketch's header when due, come in the same call.
+            keys, args = self.sync.rank_call(board, player_id)
             reply = await _call(RANK_SCRIPT.run_async(self._client, keys, args))
             found, meta = self.sync.parse_rank_reply(reply), rank_reply_metadata(reply)
-            # Past the exact tier the percentile may come from a sketch: the sync path.
             if found is None or visible_rank(found[0], board.config.exact_tier) is not None:
                 answer = self.sync.rank_answer(board, player_id, found, now_ms=now_ms)
-                if found is not None and meta is not None:
-                    answer["metadata"] = meta
-                return answer
+            else:
+                # Past the exact tier the percentile comes from the sketch cache,
+                # which reads Redis (sync) only when a new sketch was published.
+                answer = await asyncio.to_thread(
+                    self.sync.rank_answer,
+                    board,
+                    player_id,
+                    found,
+                    now_ms=now_ms,
+                    header=rank_reply_header(reply),
+                )
+            if found is not None and meta is not None:
+                answer["metadata"] = meta
+            return answer
         return await asyncio.to_thread(
             self.sync.rank, game_id, player_id, window_spec, now_ms=now_ms, ranks=ranks
         )

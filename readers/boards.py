@@ -82,6 +82,7 @@ from domain.ranking import (
     split_window,
     visible_rank,
 )
+from domain.sketches import HEADER_SIZE, sketch_key
 from domain.topk import global_top_key
 from domain.windows import Window, WindowKind
 from readers import entry_metadata, page_profiles
@@ -129,31 +130,52 @@ __all__ = [
     "members_with_scores",
 ]
 
-#: KEYS[1] board, KEYS[2] its entry-metadata hash; ARGV[1] playerId, ARGV[2] slots,
-#: ARGV[3] "1" to read the player's metadata too (one round trip: a reader waits
+#: KEYS[1] board, KEYS[2] its entry-metadata hash, KEYS[3] its published sketch;
+#: ARGV[1] playerId, ARGV[2] slots, ARGV[3] "1" to read the player's metadata too,
+#: ARGV[4] "1" to read the sketch's header too (one round trip: a reader waits
 #: behind the job's writes once, not twice). Returns {0-based ZREVRANK or nil,
-#: composite text or nil, ZCARD, lower-score count or nil, metadata or nil}.
+#: composite text or nil, ZCARD, lower-score count or nil, metadata or nil,
+#: sketch header or nil ("" when none is published)}.
 RANK_SCRIPT = Script(
     """
 local n = redis.call('ZCARD', KEYS[1])
 local c = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not c then return {false, false, n, false, false} end
+if not c then return {false, false, n, false, false, false} end
 local r = redis.call('ZREVRANK', KEYS[1], ARGV[1])
 local v = tonumber(c)
 local floor = v - math.fmod(v, tonumber(ARGV[2]))
 local lower = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. string.format('%.17g', floor))
 local meta = false
 if ARGV[3] == '1' then meta = redis.call('HGET', KEYS[2], ARGV[1]) end
-return {r, c, n, lower, meta}
+local head = false
+if ARGV[4] == '1' then head = redis.call('GETRANGE', KEYS[3], 0, ARGV[5]) end
+return {r, c, n, lower, meta, head}
 """
 )
 
 
-def rank_keys_args(board: Board, player_id: str) -> tuple[list[str], list[Any]]:
-    """:data:`RANK_SCRIPT`'s keys and arguments for ``player_id`` on an unsharded board."""
+def rank_keys_args(
+    board: Board, player_id: str, sketch: str, header: bool
+) -> tuple[list[str], list[Any]]:
+    """:data:`RANK_SCRIPT`'s keys and arguments for ``player_id`` on an unsharded board.
+
+    ``sketch`` is the board's published-sketch key (in the board's hash tag);
+    ``header`` asks for its header too (:meth:`SketchCache.wants_header`).
+    """
     key = board.keys[0]
     wanted = "1" if entry_metadata.wanted(board, 1) else "0"
-    return [key, entry_metadata_key(key)], [player_id, board.codec.slots, wanted]
+    return [key, entry_metadata_key(key), sketch], [
+        player_id,
+        board.codec.slots,
+        wanted,
+        "1" if header else "0",
+        HEADER_SIZE - 1,
+    ]
+
+
+def rank_reply_header(reply: Sequence[Any]) -> bytes | None:
+    """The sketch header in a :data:`RANK_SCRIPT` reply (None: not asked; b"": none published)."""
+    return None if reply[5] is None else bytes(reply[5])
 
 
 def rank_reply_metadata(reply: Sequence[Any]) -> str | None:
@@ -419,12 +441,14 @@ class BoardReader:
         board = self.board(game_id, window_spec, now_ms)
         if mode == "dense":
             check_dense(board)
+        header: bytes | None = None
         if board.sharded:
             found, meta = rank_sharded(self._client, board, player_id), None
         else:
-            reply = call(RANK_SCRIPT, self._client, *rank_keys_args(board, player_id))
+            reply = call(RANK_SCRIPT, self._client, *self.rank_call(board, player_id))
             found, meta = self.parse_rank_reply(reply), rank_reply_metadata(reply)
-        answer = self.rank_answer(board, player_id, found, now_ms=now_ms)
+            header = rank_reply_header(reply)
+        answer = self.rank_answer(board, player_id, found, now_ms=now_ms, header=header)
         if answer["rank"] is not None and answer["score"] is not None:
             if mode == "competition":
                 answer["rank"] = self._ahead_on_score(board, answer["score"]) + 1
@@ -437,6 +461,11 @@ class BoardReader:
                 answer["metadata"] = meta
         return answer
 
+    def rank_call(self, board: Board, player_id: str) -> tuple[list[str], list[Any]]:
+        """:data:`RANK_SCRIPT`'s keys and arguments, asking for the sketch header when due."""
+        sketch = sketch_key(self.namespace, board.game_id, board.window.id)
+        return rank_keys_args(board, player_id, sketch, self._sketches.wants_header(sketch))
+
     def rank_answer(
         self,
         board: Board,
@@ -444,8 +473,13 @@ class BoardReader:
         found: tuple[int, int, int, int] | None,
         *,
         now_ms: int,
+        header: bytes | None = None,
     ) -> RankAnswer:
-        """The answer from ``(rank, composite, lower, total)``; past the tier, reads a sketch."""
+        """The answer from ``(rank, composite, lower, total)``; past the tier, reads a sketch.
+
+        ``header`` is the sketch's header if the rank call read it: the sketch
+        then costs no round trip unless a new one was published.
+        """
         answer: RankAnswer = {
             "window": board.window.id,
             "playerId": player_id,
@@ -472,6 +506,7 @@ class BoardReader:
                     now_ms=now_ms,
                     max_age_ms=SKETCH_MAX_AGE_MS,
                     cache=self._sketches,
+                    header=header,
                 )
                 if approximate is not None:
                     # A player past the tier has at least exact_tier players above.

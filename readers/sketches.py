@@ -11,6 +11,11 @@ sketch in the process, keyed by Redis key and ``built_at_ms``:
   unchanged the cached sketch is used again, otherwise the new value is
   fetched whole (one more round trip, once per publish).
 
+A caller that can read the header in a round trip of its own (the rank
+script does, when :meth:`SketchCache.wants_header` says so) passes it in, and
+the check costs no round trip at all: a reader then waits behind the job's
+writes once per rank, not twice whenever the cache is due.
+
 So a reader answers from a sketch at most ``fresh_s`` older than the latest
 published one, and the publisher's interval bounds how far that is behind the
 board.
@@ -85,19 +90,33 @@ class SketchCache:
                 self._entries.clear()
             self._entries[key] = entry
 
-    def get(self, client: RedisClient, key: str) -> PublishedSketch | None:
-        """The sketch published under ``key``, or None when nothing is published."""
+    def wants_header(self, key: str) -> bool:
+        """Whether :meth:`get` would read ``key``'s header (nothing fresh is cached)."""
+        with self._lock:
+            entry = self._entries.get(key)
+        return entry is None or self._clock() - entry.checked >= self._fresh_s
+
+    def get(
+        self, client: RedisClient, key: str, header: bytes | None = None
+    ) -> PublishedSketch | None:
+        """The sketch published under ``key``, or None when nothing is published.
+
+        ``header`` is the key's first bytes (``GETRANGE 0 31``; empty when the
+        key does not exist) if the caller read them already, so the check
+        needs no round trip of its own.
+        """
         now = self._clock()
         with self._lock:
             entry = self._entries.get(key)
         if entry is not None and now - entry.checked < self._fresh_s:
             return entry.sketch
-        if entry is not None:
-            head = _call(client.getrange, key, 0, HEADER_SIZE - 1)
-            if not head:
+        if header is None and entry is not None:
+            header = bytes(_call(client.getrange, key, 0, HEADER_SIZE - 1) or b"")
+        if header is not None:
+            if not header:
                 self._put(key, None)
                 return None
-            if parse_header(bytes(head)).built_at_ms == entry.sketch.built_at_ms:
+            if entry is not None and parse_header(header).built_at_ms == entry.sketch.built_at_ms:
                 self._put(key, _Entry(entry.sketch, now))
                 return entry.sketch
         data = _call(client.get, key)
@@ -123,9 +142,13 @@ def published_sketch(
     window: Window,
     *,
     cache: SketchCache | None = None,
+    header: bytes | None = None,
 ) -> PublishedSketch | None:
-    """The latest sketch published for one board (None if there is none)."""
-    return (cache or DEFAULT_CACHE).get(client, sketch_key(namespace, game, window.id))
+    """The latest sketch published for one board (None if there is none).
+
+    ``header``: the key's header if the caller read it (:meth:`SketchCache.get`).
+    """
+    return (cache or DEFAULT_CACHE).get(client, sketch_key(namespace, game, window.id), header)
 
 
 def approximate_percentile(
@@ -139,6 +162,7 @@ def approximate_percentile(
     now_ms: int | None = None,
     max_age_ms: int | None = None,
     cache: SketchCache | None = None,
+    header: bytes | None = None,
 ) -> float | None:
     """Estimated share (0-100) of the board's players with a strictly lower score.
 
@@ -151,7 +175,7 @@ def approximate_percentile(
     """
     if not config.keeps(window.kind):
         return None
-    published = published_sketch(client, namespace, game, window, cache=cache)
+    published = published_sketch(client, namespace, game, window, cache=cache, header=header)
     if published is None:
         return None
     if (

@@ -11,6 +11,7 @@ over the shards, over the summed ``ZCARD``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import zlib
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import redis.asyncio
 from redis.cluster import RedisCluster
 
 from adapters.redis import RedisClient
@@ -313,6 +315,78 @@ def test_rank_beyond_the_exact_tier_takes_the_published_sketch(
     assert abs(after["percentile"] - exact) <= 0.5
     top = reader.rank("g", f"p{int(current.argmax())}", "alltime", now_ms=NOW_MS)
     assert top["rank"] == 1  # inside the tier ranks stay exact
+
+
+def test_rank_beyond_the_tier_reads_the_sketch_header_in_its_own_call(
+    client: Any, redis_url: str, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache's header check rides in the rank script: no GETRANGE round trip, ever."""
+    from readers.async_boards import AsyncBoardReader
+    from readers.boards import BoardReader
+
+    games = {"g": GameConfig(exact_tier=100)}
+    improving_board(client, namespace, "g", 5_000, 1, seed=8)
+    reader = BoardReader(client, GameCatalog(games, None), namespace)
+    clock = [100.0]
+    reader._sketches = SketchCache(fresh_s=1.0, clock=lambda: clock[0])
+    key = sketch_key(namespace, "g", "alltime")
+    calls: dict[str, int] = {"get": 0, "getrange": 0}
+
+    def counted(name: str) -> Any:
+        method = getattr(client, name)
+
+        def wrapper(*args: Any) -> Any:
+            calls[name] += 1
+            return method(*args)
+
+        return wrapper
+
+    monkeypatch.setattr(client, "get", counted("get"), raising=False)
+    monkeypatch.setattr(client, "getrange", counted("getrange"), raising=False)
+    publisher = SketchPublisher(client, GameCatalog(games, None), namespace)
+
+    def rank(now_ms: int) -> Any:
+        answer = reader.rank("g", "p4321", "alltime", now_ms=now_ms)
+        assert answer["rank"] is None and answer["percentile"] is not None
+        return answer["percentile"]
+
+    exact = rank(NOW_MS)  # nothing published: the header says so, no GET
+    assert calls == {"get": 0, "getrange": 0}
+    publisher.publish(["g"], NOW_MS)
+    clock[0] += 2
+    approx = rank(NOW_MS)  # published since: one GET of the whole sketch
+    assert calls == {"get": 1, "getrange": 0} and abs(approx - exact) <= 0.5
+    assert reader._sketches.get(client, key).built_at_ms == NOW_MS  # type: ignore[union-attr]
+    clock[0] += 0.5
+    assert rank(NOW_MS) == approx  # fresh: no header asked
+    clock[0] += 2
+    assert rank(NOW_MS) == approx  # due: the header came with the rank, unchanged
+    assert calls == {"get": 1, "getrange": 0}
+    publisher.publish(["g"], NOW_MS + 1)
+    clock[0] += 2
+    rank(NOW_MS + 1)  # a new sketch: fetched once
+    assert calls == {"get": 2, "getrange": 0}
+    assert reader._sketches.get(client, key).built_at_ms == NOW_MS + 1  # type: ignore[union-attr]
+    client.delete(key)
+    clock[0] += 2
+    assert rank(NOW_MS + 1) == exact  # gone: the exact count again
+    assert calls == {"get": 2, "getrange": 0}
+    if isinstance(client, RedisCluster):
+        return
+
+    async def through_asyncio() -> list[Any]:
+        fast = AsyncBoardReader(reader, redis.asyncio.Redis.from_url(redis_url))
+        try:
+            return [await fast.rank("g", "p4321", "alltime", now_ms=NOW_MS + 1) for _ in range(2)]
+        finally:
+            await fast._client.aclose()
+
+    publisher.publish(["g"], NOW_MS + 2)
+    clock[0] += 2
+    answers = asyncio.run(through_asyncio())
+    assert answers[0] == answers[1] == reader.rank("g", "p4321", "alltime", now_ms=NOW_MS + 1)
+    assert abs(answers[0]["percentile"] - exact) <= 0.5
+    assert calls == {"get": 3, "getrange": 0}
 
 
 def test_cli_publishes_games_served_only_by_default(
