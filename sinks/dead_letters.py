@@ -146,12 +146,19 @@ def _kafka_error(exc: KafkaException) -> KafkaError:
     return err
 
 
+def _fenced(topic: str) -> Deposed:
+    """Another deployment's producer of ``topic``'s letters fenced this one's: stop.
+
+    One message whichever call met the fence (a delivery, a commit, an abort),
+    so an operator reading the log, and a test, see why the job stopped.
+    """
+    return Deposed(f"deposed: another deployment fenced this one's dead-letter writer of {topic!r}")
+
+
 def _failure(err: KafkaError, topic: str) -> Exception:
     """What a non-retriable producer error means for the job."""
     if err.code() in _FENCED:
-        return Deposed(
-            f"deposed: another deployment fenced this one's dead-letter writer of {topic!r}"
-        )
+        return _fenced(topic)
     return ServiceError(f"dead-letter delivery to {topic!r} failed: {err.str()}")
 
 
@@ -175,9 +182,7 @@ def _commit(producer: Producer, deadline: float, topic: str) -> None:
         except KafkaException as exc:
             err = _kafka_error(exc)
             if err.code() in _FENCED:
-                raise Deposed(
-                    f"another deployment writes the dead letters of {topic!r} now"
-                ) from exc
+                raise _fenced(topic) from exc
             if time.monotonic() > deadline:
                 raise RetryBudgetExceeded(
                     f"dead-letter delivery to {topic!r} failed within LB_KAFKA_RETRY_S: {err.str()}"
@@ -204,9 +209,7 @@ def _abort(producer: Producer, deadline: float, topic: str) -> None:
         except KafkaException as exc:
             err = _kafka_error(exc)
             if err.code() in _FENCED:
-                raise Deposed(
-                    f"another deployment writes the dead letters of {topic!r} now"
-                ) from exc
+                raise _fenced(topic) from exc
             if err.fatal() or not err.retriable() or time.monotonic() > deadline:
                 raise RetryBudgetExceeded(
                     f"aborting a dead-letter transaction on {topic!r} failed: {err.str()}"

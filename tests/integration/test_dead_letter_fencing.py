@@ -59,9 +59,11 @@ def test_a_standby_fences_the_old_writer_and_each_letter_lands_once(
     new._write([_batch(topic, 0, [3, 5, 7]), _batch(topic, 2, [4, 6])])
     assert new._writers[0].done == 7 and new._writers[2].done == 6
 
-    with pytest.raises(Deposed):  # its commit after the takeover is refused ...
+    # Its commit after the takeover is refused, with the line the log shows
+    # whichever call meets the fence ...
+    with pytest.raises(Deposed, match=r"^deposed: another deployment fenced"):
         _commit(zombie.producer, time.monotonic() + 30, f"{topic}.dlq")
-    with pytest.raises(Deposed):  # ... and so is any later letter
+    with pytest.raises(Deposed, match=r"^deposed: "):  # ... and so is any later letter
         old._write([_batch(topic, 0, [9])])
 
     letters = read_letters(kafka_bootstrap, f"{topic}.dlq")
