@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from operator import itemgetter
 from typing import Any
 
 from redis.cluster import RedisCluster
@@ -38,7 +39,7 @@ from redis.cluster import RedisCluster
 from adapters.redis import RedisClient, Script
 from domain.errors import ServiceError
 from domain.keys import entry_metadata_key
-from domain.planner import GroupWrite, LookupResults, Lookups, WritePlan
+from domain.planner import BoardPlanner, GroupWrite, LookupResults, Lookups, WritePlan
 from domain.planner.model import DistinctWrite
 from sinks.boards import RedisBoardStore
 from sinks.boards.dense_union import DENSE_LIB
@@ -204,6 +205,15 @@ class MemoryBoardStore:
 
     def __init__(self, keyspace: Keyspace | None = None) -> None:
         self.keyspace = keyspace if keyspace is not None else Keyspace()
+
+    def absent(self, key: str, player: str) -> bool:
+        """Whether a read of ``player`` on the board ``key`` would find nothing.
+
+        Exact without the expiry check: a member of an expired board is not
+        absent here, and reading it answers None as Redis would.
+        """
+        board = self.keyspace.zsets.get(key)
+        return board is None or player not in board
 
     def read_many(self, many: Sequence[Lookups]) -> list[LookupResults]:
         self.keyspace.now_ms = int(time.time() * 1000)
@@ -449,11 +459,14 @@ class _Trips:
 
 
 def board_order(members: dict[str, Score]) -> list[tuple[Score, str]]:
-    """A board's ``(score, member)`` pairs in Redis' order: score, then member bytes.
+    """A board's ``(score, member)`` pairs by score; equal scores in any order.
 
-    (UTF-8 orders as code points do, so the text's own order is the bytes'.)
+    Redis orders equal scores by member itself, wherever ``ZADD`` meets them;
+    what the order sent decides is how fast it inserts (neighbours after
+    neighbours). Sorting by the score alone costs about a third of comparing
+    the pairs (equal scores are common, and each then compares two strings).
     """
-    return sorted((score, member) for member, score in members.items())
+    return sorted([(score, member) for member, score in members.items()], key=itemgetter(0))
 
 
 def _checked(replies: list[Any]) -> None:
@@ -523,11 +536,29 @@ def _load_hash(trips: _Trips, key: str, ks: Keyspace) -> int:
 class FoldingStore:
     """In memory while it can, then through Redis (see the module docstring)."""
 
-    def __init__(self, client: RedisClient, redis_store: RedisBoardStore, bound: int) -> None:
+    def __init__(
+        self,
+        client: RedisClient,
+        redis_store: RedisBoardStore,
+        bound: int,
+        planner: BoardPlanner | None = None,
+    ) -> None:
+        """A fold bounded by ``bound`` board members; ``planner`` is the replay's.
+
+        While the fold lasts, the planner is told which values the fold does not
+        hold (not read), and its group writes are not split in pieces: the pieces
+        bound how long a reader of Redis waits behind one write, and nobody reads
+        the fold (fewer, larger writes cost less per record).
+        """
         self._client = client
         self._redis = redis_store
         self._bound = bound
         self._memory: MemoryBoardStore | None = MemoryBoardStore()
+        self._planner = planner
+        self._max_updates = 0 if planner is None else planner.max_updates
+        if planner is not None:
+            planner.absent = self._memory.absent
+            planner.max_updates = 0
         #: Why the fold handed on to Redis (None: it did not).
         self.handed_on: str | None = None
 
@@ -555,12 +586,14 @@ class FoldingStore:
     def hand_on(self, why: str) -> None:
         """Load what the fold holds and write through Redis from now on."""
         if self._memory is not None:
-            load(self._client, self._memory.keyspace)
-            self._memory = None
+            self.finish()
             self.handed_on = why
 
     def finish(self) -> None:
-        """Load what the fold holds (the end of the replay's ranges)."""
+        """Load what the fold holds (the end of the replay's ranges); Redis is read from now on."""
         if self._memory is not None:
             load(self._client, self._memory.keyspace)
             self._memory = None
+            if self._planner is not None:
+                self._planner.absent = None
+                self._planner.max_updates = self._max_updates

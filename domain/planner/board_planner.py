@@ -78,7 +78,9 @@ class BoardPlanner:
         counts) come from there; None: from the records alone.
         """
         self._namespace = namespace
-        self._max_updates = max_updates
+        #: The bound on one group write's updates (see above); public because a
+        #: replay folding in memory lifts it while no reader waits on its writes.
+        self.max_updates = max_updates
         self._changes = changes
         self._fresh = fresh
         self._horizon_ms = max(1, dedupe_horizon_ms)
@@ -110,6 +112,11 @@ class BoardPlanner:
         #: every group of its partition. A replay that covers only some groups, or
         #: each group up to its own offset (``lb verify``, backfills), narrows it.
         self.erasure_reach: Callable[[str, int, int], bool] | None = None
+        #: An exact and cheap answer to "does (board key, player) hold no value in
+        #: the store?" (a replay folding in memory); where it says so, the value is
+        #: not read. It spares a fresh planner whose cache has evicted a read per
+        #: board of every player it meets for the first time. None: read.
+        self.absent: Callable[[str, str], bool] | None = None
 
     # -- phase 1 ---------------------------------------------------------------
 
@@ -121,6 +128,7 @@ class BoardPlanner:
         fresh = self._fresh
         layout = self._layout
         token_of = layout.token
+        absent = self.absent
         groups = need.groups = self._groups(batch)
         for group in groups:
             keys = group.keys
@@ -158,7 +166,10 @@ class BoardPlanner:
                         self._count_lookups(keys, rec, window, field_name, asked, counts)
                     if ask and (known is None or window.id not in known):
                         board = self._board(keys, rec, window)
-                        if (board.key, player) not in asked:
+                        if (absent is None or not absent(board.key, player)) and (
+                            board.key,
+                            player,
+                        ) not in asked:
                             asked.add((board.key, player))
                             missing.setdefault(board.key, []).append(player)
             # A copy within the horizon sits in the record's bucket or a
@@ -289,7 +300,7 @@ class BoardPlanner:
         registered: set[str] = set()
         game = self._game(group)
         dense = game.dense_ranks
-        for piece in pieces(fresh, self._max_updates, len(state.registry)):
+        for piece in pieces(fresh, self.max_updates, len(state.registry)):
             if writes:
                 state.next_piece()
             write = GroupWrite(keys=keys, seen_ttl_s=self._seen_ttl_s, expected=watermark)

@@ -4,8 +4,9 @@ Real Kafka and Redis: a stream with duplicates, retracts, bad records, erasures,
 v2 metadata, several windows, a tournament and dense-ranked games is replayed
 into one namespace through Redis (``memory_members=0``, the group writes) and
 into another through the fold (:mod:`jobs.replay_memory`), by one process and
-by two, and the namespaces are compared key by key; then ``lb rebuild`` (which
-folds) is checked against the independent oracle and ``lb verify``.
+by two (and with a planner cache that evicts at once), and the namespaces are
+compared key by key; then ``lb rebuild`` (which folds) is checked against the
+independent oracle and ``lb verify``.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ import pytest
 from adapters.redis import RedisClient, text
 from config.settings import Settings
 from domain.backfill_plan import split_ranges
+from domain.planner import MAX_UPDATES, BoardPlanner
 from domain.planner.dedupe import FIELD_BYTES
 from jobs.backfill import make_plan
 from jobs.namespace_swap import drop_namespace
-from jobs.replay_memory import MEMORY_MEMBERS
+from jobs.replay_memory import MEMORY_MEMBERS, FoldingStore
 from jobs.replay_workers import Part, replay_part, replay_tools, run_parts
+from sinks.boards import RedisBoardStore
 from tests.faults.harness import verify
 from tests.integration.streams import (
     DEDUPE_HORIZON_MS,
@@ -91,13 +94,18 @@ def assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
 
 
 def _replay(
-    settings: Settings, topic: str, namespace: str, processes: int, memory: int
+    settings: Settings,
+    topic: str,
+    namespace: str,
+    processes: int,
+    memory: int,
+    cache: int = 2_000_000,
 ) -> dict[str, Any]:
     client, log, validator = replay_tools(settings, topic)
     drop_namespace(client, namespace)
     plan = make_plan(log, topic, (), None, None)
     parts = [
-        Part(i, ranges, plan, namespace, DEDUPE_HORIZON_MS, 2_000_000, None, memory)
+        Part(i, ranges, plan, namespace, DEDUPE_HORIZON_MS, cache, None, memory)
         for i, ranges in enumerate(split_ranges(plan.ranges, processes))
     ]
     if processes == 1:
@@ -120,13 +128,29 @@ def test_the_fold_leaves_every_key_as_the_group_writes_do(
     settings = Settings.from_env(job_env(topic, namespace, tmp_path / "state", games))
     written = _replay(settings, topic, f"{namespace}~lua", processes, 0)
     folded = _replay(settings, topic, f"{namespace}~fold", processes, MEMORY_MEMBERS)
+    # A planner cache that evicts at once: the fold says which values it lacks.
+    evicting = _replay(settings, topic, f"{namespace}~evicting", processes, MEMORY_MEMBERS, 8)
     # A bound the fold passes after its first round: it loads, then writes through Redis.
     handed_on = _replay(settings, topic, f"{namespace}~handed", processes, 50)
     assert any(":meta:dense:n:" in key for key in written)
     assert any(":meta:entry:" in key for key in written)
     assert any(":meta:seen:" in key for key in written)
     assert_same(folded, written)
+    assert_same(evicting, written)
     assert_same(handed_on, written)
+
+
+def test_the_fold_lifts_the_planners_write_bound_and_gives_it_back_when_it_hands_on(
+    redis_client: RedisClient, namespace: str
+) -> None:
+    planner = BoardPlanner(namespace, DEDUPE_HORIZON_MS, changes=False, fresh=True)
+    store = FoldingStore(redis_client, RedisBoardStore(redis_client), 10, planner)
+    told = planner.absent
+    assert planner.max_updates == 0 and told is not None
+    assert told(f"{namespace}:g:alltime", "p1")
+    store.hand_on("a test")
+    assert planner.max_updates == MAX_UPDATES and planner.absent is None
+    assert store.handed_on == "a test" and not store.folding
 
 
 def test_lb_rebuild_folds_and_matches_the_oracle(

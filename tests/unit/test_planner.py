@@ -653,6 +653,7 @@ def run(
     rounds: bool = False,
     fresh: bool = False,
     max_updates: int = 0,
+    absent: bool = False,
 ) -> BoardModel:
     """Project the whole stream, crashing ``crashes`` times and restarting at or before the crash.
 
@@ -660,7 +661,9 @@ def run(
     after writing only some groups of an in-flight ``write_batch`` call; the
     restart re-reads each partition from a random offset at or before what was
     fully written, chunked and interleaved afresh, on new planners (and possibly
-    another assignment of partitions to workers).
+    another assignment of partitions to workers). ``absent``: the planners are told
+    exactly which values the model does not hold (``BoardPlanner.absent``), as a
+    replay folding in memory tells them.
     """
     # Bags compared as sets of entries: partitions interleave differently per run.
     model = BoardModel(bag_entry=SeenLayout.sized(HORIZON_MS).entry_bytes)
@@ -677,6 +680,9 @@ def run(
             )
             for _ in range(workers)
         ]
+        if absent:
+            for planner in planners:
+                planner.absent = lambda key, player: player not in model.zsets.get(key, {})
         worker_of = {p: rnd.randrange(workers) for p in scn.records}
         batches = interleave(
             {p: chunk(scn, recs[start[p] :], rnd) for p, recs in scn.records.items()}, rnd
@@ -851,13 +857,19 @@ def test_a_tiny_cache_gives_the_same_result_as_a_large_one(
     capacity=st.sampled_from((1, 2, 3, BIG_CACHE)),
     workers=st.integers(1, 2),
     rounds=st.booleans(),
+    absent=st.booleans(),
 )
 def test_a_fresh_replay_reads_no_values_and_gives_the_same_boards(
-    scn: Scenario, rnd: random.Random, capacity: int, workers: int, rounds: bool
+    scn: Scenario, rnd: random.Random, capacity: int, workers: int, rounds: bool, absent: bool
 ) -> None:
-    """A replay into an empty namespace (lb rebuild/backfill) skips value reads until it evicts."""
+    """A replay into an empty namespace (lb rebuild/backfill) skips value reads until it evicts.
+
+    Or, told which values the store does not hold (a fold in memory), after too.
+    """
     plain = run(scn, rnd, capacity=capacity, workers=workers, rounds=rounds)
-    fresh = run(scn, rnd, capacity=capacity, workers=workers, rounds=rounds, fresh=True)
+    fresh = run(
+        scn, rnd, capacity=capacity, workers=workers, rounds=rounds, fresh=True, absent=absent
+    )
     assert fresh.state() == plain.state()
     assert_matches_oracle(fresh, scn, oracle(scn))
 
@@ -871,6 +883,20 @@ def test_a_fresh_planner_asks_no_board_values_until_its_cache_evicts() -> None:
     project([batch], fresh, BoardModel())  # 6 players through a cache of 2: p0 evicted
     later = _batch(game, 0, (4, R + 9, _event("e9", "p0", 99, T)))
     assert fresh.lookups(later).scores  # p0 may have been forgotten: read again
+
+
+def test_a_planner_told_what_the_store_lacks_reads_only_what_it_holds() -> None:
+    game = ALLTIME_ONLY
+    model = BoardModel()
+    fresh = BoardPlanner(NS, HORIZON_MS, 2, fresh=True)
+    fresh.absent = lambda key, player: player not in model.zsets.get(key, {})
+    first = _batch(game, 0, *((i, R + i, _event(f"e{i}", f"p{i}", 10 + i, T)) for i in range(6)))
+    project([first], fresh, model)  # through a cache of 2: p0 evicted
+    later = _batch(
+        game, 0, (6, R + 9, _event("e9", "p0", 99, T)), (7, R + 9, _event("e10", "q", 5, T))
+    )
+    asked = [player for _, players in fresh.lookups(later).scores for player in players]
+    assert asked == ["p0"]  # p0 is on the board; q, never seen, is not read
 
 
 @PROPERTY

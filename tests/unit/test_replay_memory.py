@@ -114,7 +114,7 @@ def test_distinct_counts_hold_every_floor_with_holders(moves: list[tuple[str, in
 
 
 @given(st.dictionaries(st.text("abcxyz\u00e9", min_size=1, max_size=4), st.integers(0, 5)))
-def test_a_board_loads_in_redis_order_score_then_member_bytes(members: dict[str, int]) -> None:
+def test_a_board_loads_in_score_order_every_member_once(members: dict[str, int]) -> None:
     ordered = board_order(members)
-    assert sorted(ordered, key=lambda pair: (pair[0], pair[1].encode())) == ordered
-    assert {m: s for s, m in ordered} == members
+    assert [s for s, _ in ordered] == sorted(members.values())
+    assert {m: s for s, m in ordered} == members and len(ordered) == len(members)
