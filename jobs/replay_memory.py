@@ -480,26 +480,26 @@ def _chunks(items: list[Any], size: int) -> Iterable[list[Any]]:
         yield items[at : at + size]
 
 
-def load(client: RedisClient, ks: Keyspace) -> int:
-    """Write the keyspace into Redis (see the module docstring); returns members and fields."""
+def load(client: RedisClient, ks: Keyspace, turn: int = 0) -> int:
+    """Write the keyspace into Redis (see the module docstring); returns members and fields.
+
+    The work comes in units, the small keys (sets and hashes) and then each
+    board, and starts at unit ``turn``: each replay process passes its own
+    index, so that while one sorts a board (Redis waits for it) another sends
+    what it has sorted, instead of every process sorting the same board at the
+    same time. The order of the units changes nothing in what Redis holds.
+    """
     ks.now_ms = int(time.time() * 1000)
     trips = _Trips(client)
+    units: list[str | None] = [None]  # None: the sets and hashes
+    # (alive() deletes a due key: every walk here is over a copy of the names.)
+    units += [key for key in list(ks.zsets) if key not in ks.derived and ks.alive(key)]
+    start = turn % len(units)
     written = 0
-    for key in sorted(ks.sets):
-        if ks.alive(key):
-            trips.add("SADD", key, *sorted(ks.sets[key]))
-    for key in sorted(ks.hashes):
-        if ks.alive(key):
-            written += _load_hash(trips, key, ks)
-    for key in sorted(ks.zsets):
-        if key in ks.derived or not ks.alive(key):
-            continue
-        ordered = board_order(ks.zsets[key])
-        for chunk in _chunks(ordered, LOAD_CHUNK):
-            trips.add("ZADD", key, *[x for pair in chunk for x in pair])
-        written += len(ordered)
+    for unit in units[start:] + units[:start]:
+        written += _load_small(trips, ks) if unit is None else _load_board(trips, unit, ks)
     trips.flush()
-    for key, at_ms in sorted(ks.expires.items()):
+    for key, at_ms in list(ks.expires.items()):
         if ks.alive(key):
             # Only ever raised: another process's later write of a shared key wins.
             trips.add("PEXPIREAT", key, at_ms, "NX")
@@ -508,10 +508,26 @@ def load(client: RedisClient, ks: Keyspace) -> int:
     return written
 
 
+def _load_small(trips: _Trips, ks: Keyspace) -> int:
+    """The sets and hashes; returns their fields."""
+    for key in list(ks.sets):
+        if ks.alive(key):
+            trips.add("SADD", key, *ks.sets[key])
+    return sum(_load_hash(trips, key, ks) for key in list(ks.hashes) if ks.alive(key))
+
+
+def _load_board(trips: _Trips, key: str, ks: Keyspace) -> int:
+    """One board's members in score order, :data:`LOAD_CHUNK` to a ``ZADD``."""
+    ordered = board_order(ks.zsets[key])
+    for chunk in _chunks(ordered, LOAD_CHUNK):
+        trips.add("ZADD", key, *[x for pair in chunk for x in pair])
+    return len(ordered)
+
+
 def _load_hash(trips: _Trips, key: str, ks: Keyspace) -> int:
     held = ks.hashes[key]
     merge = ks.merges.get(key, Merge.SET)
-    items = sorted(held.items())
+    items = list(held.items())
     if merge is Merge.SET:
         for chunk in _chunks(items, LOAD_CHUNK):
             trips.add("HSET", key, *(x for pair in chunk for x in pair))
@@ -542,8 +558,11 @@ class FoldingStore:
         redis_store: RedisBoardStore,
         bound: int,
         planner: BoardPlanner | None = None,
+        turn: int = 0,
     ) -> None:
         """A fold bounded by ``bound`` board members; ``planner`` is the replay's.
+
+        ``turn``: the replay process's index, where its load starts (:func:`load`).
 
         While the fold lasts, the planner is told which values the fold does not
         hold (not read), and its group writes are not split in pieces: the pieces
@@ -555,6 +574,7 @@ class FoldingStore:
         self._bound = bound
         self._memory: MemoryBoardStore | None = MemoryBoardStore()
         self._planner = planner
+        self._turn = turn
         self._max_updates = 0 if planner is None else planner.max_updates
         if planner is not None:
             planner.absent = self._memory.absent
@@ -592,7 +612,7 @@ class FoldingStore:
     def finish(self) -> None:
         """Load what the fold holds (the end of the replay's ranges); Redis is read from now on."""
         if self._memory is not None:
-            load(self._client, self._memory.keyspace)
+            load(self._client, self._memory.keyspace, self._turn)
             self._memory = None
             if self._planner is not None:
                 self._planner.absent = None

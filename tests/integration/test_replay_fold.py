@@ -12,6 +12,7 @@ independent oracle and ``lb verify``.
 from __future__ import annotations
 
 import functools
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from domain.planner import MAX_UPDATES, BoardPlanner
 from domain.planner.dedupe import FIELD_BYTES
 from jobs.backfill import make_plan
 from jobs.namespace_swap import drop_namespace
-from jobs.replay_memory import MEMORY_MEMBERS, FoldingStore
+from jobs.replay_memory import MEMORY_MEMBERS, FoldingStore, Keyspace, load
 from jobs.replay_workers import Part, replay_part, replay_tools, run_parts
 from sinks.boards import RedisBoardStore
 from tests.faults.harness import verify
@@ -168,3 +169,31 @@ def test_lb_rebuild_folds_and_matches_the_oracle(
     verify(stream.records, redis_client, namespace, kafka_bootstrap, topic, "")
     checked = lb(["verify"], env, timeout=240)
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
+
+
+@pytest.mark.parametrize("turn", [0, 1, 2])
+def test_a_load_from_any_turn_writes_the_live_keys_and_skips_the_due_ones(
+    redis_client: RedisClient, namespace: str, turn: int
+) -> None:
+    ks = Keyspace(now_ms=int(time.time() * 1000))
+    ks.zset(f"{namespace}:a").update({"p1": 3, "p2": 1, "p3": 2})
+    ks.zset(f"{namespace}:b").update({"p1": 5})
+    ks.hash(f"{namespace}:h")[b"f"] = b"v"
+    ks.sets[f"{namespace}:s"] = {"w1", "w2"}
+    for due in ("due-z", "due-h", "due-s"):
+        key = f"{namespace}:{due}"
+        if due == "due-z":
+            ks.zset(key)["p"] = 1
+        elif due == "due-h":
+            ks.hash(key)[b"f"] = b"1"
+        else:
+            ks.sets[key] = {"w"}
+        ks.expires[key] = ks.now_ms - 1  # due: Redis would have dropped it
+    assert load(redis_client, ks, turn) == 5  # 4 members and 1 field
+    got = snapshot(redis_client, namespace, bags=False)
+    assert got == {
+        ":a": ([(b"p2", 1.0), (b"p3", 2.0), (b"p1", 3.0)], -1),
+        ":b": ([(b"p1", 5.0)], -1),
+        ":h": ({b"f": b"v"}, -1),
+        ":s": ([b"w1", b"w2"], -1),
+    }
