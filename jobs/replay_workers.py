@@ -102,7 +102,7 @@ def replay_part(
     # The part's players are its own and its namespace started empty: fold it in
     # memory, then load it (jobs.replay_memory); bounded, then through Redis.
     folding = (
-        FoldingStore(client, redis_store, part.memory_members, planner, part.index)
+        FoldingStore(client, redis_store, part.memory_members, planner)
         if part.memory_members > 0
         else None
     )
