@@ -30,7 +30,7 @@ def apply_replayed(
     validator: Validator,
     planner: BoardPlanner,
     store: ReplayStore,
-    keep: Callable[[Accepted], bool],
+    keep: Callable[[Accepted], bool] | None,
     namespace: str,
     adjust: Callable[[WritePlan], None] | None = None,
 ) -> None:
@@ -43,11 +43,11 @@ def apply_round(
     validator: Validator,
     planner: BoardPlanner,
     store: ReplayStore,
-    keep: Callable[[Accepted], bool],
+    keep: Callable[[Accepted], bool] | None,
     namespace: str,
     adjust: Callable[[WritePlan], None] | None = None,
 ) -> None:
-    """Validate, keep what ``keep`` wants, plan, (``adjust``,) write and commit.
+    """Validate, keep what ``keep`` wants (None: all), plan, (``adjust``,) write and commit.
 
     ``batches`` are of distinct partitions (distinct players and watermark
     fields), so, as in the board sink, they share one read and one write
@@ -59,7 +59,9 @@ def apply_round(
     checked: list[CheckedBatch] = []
     for batch in batches:
         valid = validator.check_batch(batch)
-        accepted = tuple(rec for rec in valid.accepted if keep(rec))
+        accepted = (
+            valid.accepted if keep is None else tuple(rec for rec in valid.accepted if keep(rec))
+        )
         if accepted:
             checked.append(
                 CheckedBatch(batch.topic, batch.partition, accepted, (), valid.last_offset)

@@ -122,7 +122,9 @@ def replay_part(
     )
     inclusive = {p: (first, end - 1) for p, (first, end) in part.ranges.items()}
     for batches in log.rounds(inclusive):
-        apply_round(batches, validator, planner, store, keep, part.staging, adjust)
+        apply_round(
+            batches, validator, planner, store, keep if plan.games else None, part.staging, adjust
+        )
         progress(sum(len(batch.records) for batch in batches))
     if folding is not None:
         folding.finish()
