@@ -113,8 +113,19 @@ def test_distinct_counts_hold_every_floor_with_holders(moves: list[tuple[str, in
     assert ks.zsets.get("s", {}) == {f: int(f) for f in counts}
 
 
-@given(st.dictionaries(st.text("abcxyz\u00e9", min_size=1, max_size=4), st.integers(0, 5)))
-def test_a_board_loads_in_score_order_every_member_once(members: dict[str, int]) -> None:
-    ordered = board_order(members)
-    assert [s for s, _ in ordered] == sorted(members.values())
-    assert {m: s for s, m in ordered} == members and len(ordered) == len(members)
+@given(
+    st.dictionaries(st.text("abcxyz\u00e9", min_size=1, max_size=4), st.integers(0, 5)),
+    st.integers(1, 6),
+)
+def test_a_board_loads_in_score_order_every_member_once(members: dict[str, int], run: int) -> None:
+    runs = list(board_order(members, run))
+    ordered = [member for part in runs for member in part]
+    assert [members[m] for m in ordered] == sorted(members.values())
+    assert sorted(ordered) == sorted(members)
+    assert all(runs)  # no empty run is sent
+
+
+def test_a_large_board_comes_in_runs_of_about_the_size_asked() -> None:
+    members = {f"p{i}": (i * 7919) % 1000 for i in range(10_000)}
+    runs = list(board_order(members, 1_000))
+    assert 5 <= len(runs) <= 15 and max(len(r) for r in runs) <= 3_000
