@@ -48,8 +48,8 @@ from sinks.boards.reads import parse_reads, read_commands
 from sinks.wire import RawPipeline
 
 #: Board members (all boards together) one replay process folds in memory before
-#: it loads them and goes on through Redis. About 216 bytes each with the dedupe
-#: ids and counters beside them (docs/BENCHMARKS.md, bench.rebuild): 30M, ~6.5 GB.
+#: it loads them and goes on through Redis. About 170 bytes each with the dedupe
+#: ids and counters beside them (docs/BENCHMARKS.md, bench.rebuild): 30M, ~5 GB.
 MEMORY_MEMBERS = 30_000_000
 
 #: Members or fields per load command, and load commands per round trip.
