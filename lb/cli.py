@@ -100,10 +100,13 @@ def _stacks_on_usr1() -> None:
 
     What a command that does not answer is waiting for (docs/OPERATIONS.md).
     Written to fd 2 itself (a test that captures sys.stderr has no file behind it);
-    skipped where there is no SIGUSR1.
+    skipped where there is no SIGUSR1. A crash in native code (``SIGSEGV`` and
+    the like) prints the Python stacks too before the process dies as it would
+    have: where it was is the first thing a report of such a crash needs.
     """
     with contextlib.suppress(AttributeError, OSError, ValueError):
         faulthandler.register(signal.SIGUSR1, file=2, all_threads=True)  # fd 2: stderr
+        faulthandler.enable(file=2, all_threads=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
