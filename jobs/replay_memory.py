@@ -9,7 +9,10 @@ applies them in Redis; :func:`load` then writes that keyspace into Redis once,
 each board's members in score order in large pipelined ``ZADD`` calls (Redis
 inserts neighbours into its skip list for much less than scattered members,
 ``bench.redis_floor``). What the namespace holds afterwards is what the group
-writes would have left in it.
+writes would have left in it. On a standalone Redis the compiled
+``lb_native.BoardPacker`` sorts a board and packs its calls (a seventh of the
+CPU of doing it here, :func:`board_order` and hiredis: about the cost of Redis'
+own insert otherwise); without ``lb_native``, or on a cluster, this module does.
 
 Several processes load into the same namespace, and some keys are shared by
 their groups: every load command is a merge that commutes with another
@@ -29,7 +32,7 @@ from __future__ import annotations
 import math
 import time
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from itertools import islice
@@ -42,6 +45,7 @@ from domain.errors import ServiceError
 from domain.keys import entry_metadata_key
 from domain.planner import BoardPlanner, GroupWrite, LookupResults, Lookups, WritePlan
 from domain.planner.model import DistinctWrite
+from schemas.decode_verify import native_module
 from sinks.boards import RedisBoardStore
 from sinks.boards.dense_union import DENSE_LIB
 from sinks.boards.reads import parse_reads, read_commands
@@ -57,6 +61,11 @@ LOAD_CHUNK = 5_000
 LOAD_PER_TRIP = 10
 #: Members per sorted run of a board's load (:func:`board_order`).
 LOAD_RUN = 100_000
+#: ``lb_native.BoardPacker`` (key, board, members per call) -> packed ``ZADD`` calls in
+#: score order; None without ``lb_native``: the load then sorts and packs in Python.
+PACKER: Callable[[str, dict[str, Score], int], Iterable[bytes]] | None = getattr(
+    native_module(), "BoardPacker", None
+)
 #: Fields per call of the merge scripts (Lua's ``unpack`` takes ~8000 values).
 SCRIPT_CHUNK = 1_000
 
@@ -422,10 +431,18 @@ class _Trips:
     def __init__(self, client: RedisClient) -> None:
         self._client = client
         self._raw = None if isinstance(client, RedisCluster) else RawPipeline(client)
-        self._queue: list[tuple[Any, ...]] = []
+        #: What packs a board's ``ZADD`` calls, when the connection takes packed ones.
+        self.packer = None if self._raw is None else PACKER
+        self._queue: list[tuple[Any, ...] | bytes] = []
         self._unread = 0
 
     def add(self, *command: Any) -> None:
+        self._queue.append(command)
+        if len(self._queue) >= LOAD_PER_TRIP:
+            self._send()
+
+    def add_packed(self, command: bytes) -> None:
+        """A command packed already (only when :attr:`packer` is set)."""
         self._queue.append(command)
         if len(self._queue) >= LOAD_PER_TRIP:
             self._send()
@@ -444,6 +461,7 @@ class _Trips:
         if self._raw is None:
             pipe = self._client.pipeline(transaction=False)
             for command in queue:
+                assert isinstance(command, tuple), "packed commands need a RawPipeline"
                 pipe.execute_command(*command)
             _checked(pipe.execute(raise_on_error=False))
             return
@@ -537,6 +555,10 @@ def _load_small(trips: _Trips, ks: Keyspace) -> int:
 def _load_board(trips: _Trips, key: str, ks: Keyspace) -> int:
     """One board's members in score order, :data:`LOAD_CHUNK` to a ``ZADD``."""
     board = ks.zsets[key]
+    if trips.packer is not None:
+        for packed in trips.packer(key, board, LOAD_CHUNK):
+            trips.add_packed(packed)
+        return len(board)
     for ordered in board_order(board):
         for chunk in _chunks(ordered, LOAD_CHUNK):
             args: list[Score | str] = [0] * (2 * len(chunk))

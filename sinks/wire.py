@@ -41,7 +41,8 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from adapters.redis import Script
 
-Command = Sequence[str | bytes | int | float]
+#: A command's words, or the command packed already (RESP bytes, counted as long).
+Command = Sequence[str | bytes | int | float] | bytes
 #: One script call: its keys and its arguments.
 Call = tuple[Sequence[str], Sequence[Any]]
 #: A command with more arguments than this counts against the pace like a script
@@ -51,6 +52,8 @@ LONG_COMMAND = 64
 
 def paced(command: Command) -> bool:
     """Whether ``command`` counts against the pace: a script call or a long command."""
+    if isinstance(command, bytes):  # packed by the caller: only long ones are
+        return True
     return command[0] == "EVALSHA" or len(command) > LONG_COMMAND
 
 
@@ -98,7 +101,8 @@ class RawPipeline:
     def _exchange(self, commands: Sequence[Command], read: bool) -> list[Any]:
         pack = hiredis.pack_command
         for command in commands:
-            self._backlog.append((pack(tuple(command)), paced(command)))  # type: ignore[arg-type]
+            packed = command if isinstance(command, bytes) else pack(tuple(command))  # type: ignore[arg-type]
+            self._backlog.append((packed, paced(command)))
         conn = self._held
         if conn is None:
             if not self._backlog:

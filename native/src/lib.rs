@@ -15,6 +15,10 @@
 //! Avro itself is read by the `apache-avro` crate; this file only frames it,
 //! classifies the outcome exactly like `schemas/codec.py` and verifies the
 //! signature exactly like `domain/signing.py`.
+//!
+//! `zadd.rs` is the other compiled piece: the replay load's `ZADD` packing.
+
+mod zadd;
 
 use std::collections::HashMap;
 use std::io::{self, Read};
@@ -536,9 +540,12 @@ fn field_positions(schema: &Schema) -> Option<([usize; 8], Option<usize>)> {
     Some((positions, record.fields.iter().position(|f| f.name == METADATA)))
 }
 
-/// Compiled decode + verify of score events (see `schemas/native.py`).
+/// Compiled decode + verify of score events (see `schemas/native.py`), and
+/// the replay load's `ZADD` packing (`zadd.rs`).
 #[pymodule]
 mod lb_native {
     #[pymodule_export]
     use super::DecodeVerifier;
+    #[pymodule_export]
+    use super::zadd::BoardPacker;
 }

@@ -12,6 +12,8 @@ independent oracle and ``lb verify``.
 from __future__ import annotations
 
 import functools
+import math
+import random
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from config.settings import Settings
 from domain.backfill_plan import split_ranges
 from domain.planner import MAX_UPDATES, BoardPlanner
 from domain.planner.dedupe import FIELD_BYTES
+from jobs import replay_memory
 from jobs.backfill import make_plan
 from jobs.namespace_swap import drop_namespace
 from jobs.replay_memory import MEMORY_MEMBERS, FoldingStore, Keyspace, load
@@ -196,3 +199,28 @@ def test_a_load_writes_the_live_keys_and_skips_the_due_ones(
         ":h": ({b"f": b"v"}, -1),
         ":s": ([b"w1", b"w2"], -1),
     }
+
+
+def test_boards_load_the_same_packed_by_lb_native_or_in_python(
+    redis_client: RedisClient, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert replay_memory.PACKER is not None, "lb_native is not built: run scripts/bootstrap.sh"
+    rng = random.Random(64)
+    scores = [0.0, -0.0, 1.5, -3, 2**53 + 1, 10**18 + 7, 1e300, -1e-300, math.inf, -math.inf]
+    boards: dict[str, dict[str, int | float]] = {
+        # Several calls per board, ties, ints past 2**53, infinities, non-ASCII members.
+        "big": {f"p{i}-é": rng.choice([*scores, rng.uniform(-1e9, 1e9)]) for i in range(12_000)},
+        "ints": {f"q{i}": rng.randrange(-(2**62), 2**62) for i in range(7_000)},
+        "one": {"solo": 42},
+    }
+    got = {}
+    for engine in ("native", "python"):
+        if engine == "python":
+            monkeypatch.setattr(replay_memory, "PACKER", None)
+        ks = Keyspace(now_ms=int(time.time() * 1000))
+        for name, board in boards.items():
+            ks.zset(f"{namespace}~{engine}:{name}").update(board)
+        assert load(redis_client, ks) == sum(map(len, boards.values()))
+        got[engine] = snapshot(redis_client, f"{namespace}~{engine}", bags=False)
+    assert got["native"] == got["python"]
+    assert len(got["native"][":big"][0]) == 12_000
