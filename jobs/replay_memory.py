@@ -556,7 +556,13 @@ def _load_board(trips: _Trips, key: str, ks: Keyspace) -> int:
     """One board's members in score order, :data:`LOAD_CHUNK` to a ``ZADD``."""
     board = ks.zsets[key]
     if trips.packer is not None:
-        for packed in trips.packer(key, board, LOAD_CHUNK):
+        try:
+            packer = trips.packer(key, board, LOAD_CHUNK)
+        except (TypeError, ValueError, OverflowError) as exc:  # as Redis would refuse it
+            raise ServiceError(
+                f"loading the folded replay into Redis failed: {key}: {exc}"
+            ) from exc
+        for packed in packer:
             trips.add_packed(packed)
         return len(board)
     for ordered in board_order(board):

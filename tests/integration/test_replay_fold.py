@@ -23,6 +23,7 @@ import pytest
 from adapters.redis import RedisClient, text
 from config.settings import Settings
 from domain.backfill_plan import split_ranges
+from domain.errors import ServiceError
 from domain.planner import MAX_UPDATES, BoardPlanner
 from domain.planner.dedupe import FIELD_BYTES
 from jobs import replay_memory
@@ -224,3 +225,15 @@ def test_boards_load_the_same_packed_by_lb_native_or_in_python(
         got[engine] = snapshot(redis_client, f"{namespace}~{engine}", bags=False)
     assert got["native"] == got["python"]
     assert len(got["native"][":big"][0]) == 12_000
+
+
+@pytest.mark.parametrize("packer", ["native", "python"])
+def test_a_board_redis_would_refuse_fails_the_load_with_its_key(
+    redis_client: RedisClient, namespace: str, monkeypatch: pytest.MonkeyPatch, packer: str
+) -> None:
+    if packer == "python":
+        monkeypatch.setattr(replay_memory, "PACKER", None)
+    ks = Keyspace(now_ms=int(time.time() * 1000))
+    ks.zset(f"{namespace}:bad").update({"p1": 1.0, "p2": math.nan})
+    with pytest.raises(ServiceError, match="loading the folded replay into Redis failed"):
+        load(redis_client, ks)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hiredis
 from redis.exceptions import ResponseError
 
 from adapters.redis import RedisClient, Script
@@ -20,6 +21,16 @@ def test_sent_commands_run_before_later_ones_and_their_replies_come_first(
     # Redis applied the sent commands before the ones sent behind them.
     assert wire.run([("GET", key)]) == [5, 7, b"7"]
     assert wire.run([]) == []
+
+
+def test_a_command_packed_already_goes_out_as_is_in_its_place(
+    redis_client: RedisClient, namespace: str
+) -> None:
+    wire = RawPipeline(redis_client, writes_in_flight=1)
+    key = f"{namespace}:{{w}}:z"
+    packed = hiredis.pack_command(("ZADD", key, 2, "b", 1, "a"))
+    wire.send([("ZADD", key, 3, "c"), packed])
+    assert wire.run([packed, ("ZRANGE", key, 0, -1)]) == [1, 2, 0, [b"a", b"b", b"c"]]
 
 
 def test_error_replies_come_back_in_place_and_the_connection_stays_usable(
