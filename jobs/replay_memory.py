@@ -10,9 +10,10 @@ each board's members in score order in large pipelined ``ZADD`` calls (Redis
 inserts neighbours into its skip list for much less than scattered members,
 ``bench.redis_floor``). What the namespace holds afterwards is what the group
 writes would have left in it. On a standalone Redis the compiled
-``lb_native.BoardPacker`` sorts a board and packs its calls (a seventh of the
-CPU of doing it here, :func:`board_order` and hiredis: about the cost of Redis'
-own insert otherwise); without ``lb_native``, or on a cluster, this module does.
+``lb_native.BoardPacker`` sorts a board and packs its calls for about a sixth
+of the CPU this module spends doing it with :func:`board_order` and hiredis
+(which costs as much as Redis' own insert); on a cluster, or without
+``lb_native``, this module does it.
 
 Several processes load into the same namespace, and some keys are shared by
 their groups: every load command is a merge that commutes with another

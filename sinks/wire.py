@@ -52,7 +52,7 @@ LONG_COMMAND = 64
 
 def paced(command: Command) -> bool:
     """Whether ``command`` counts against the pace: a script call or a long command."""
-    if isinstance(command, bytes):  # packed by the caller: only long ones are
+    if isinstance(command, bytes):  # packed by the caller: a replay load's long ZADD
         return True
     return command[0] == "EVALSHA" or len(command) > LONG_COMMAND
 
