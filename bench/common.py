@@ -33,7 +33,7 @@ from confluent_kafka.admin import AdminClient
 
 from adapters.redis import RedisClient, text_of
 from config.clients import redis_client
-from config.settings import Settings, child_environment
+from config.settings import Settings, child_environment, profiles_topic_for
 from producer.score_producer import ensure_topic
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,8 +93,13 @@ class Scratch:
         self.redis = redis_client(self.settings)
 
     def topic(self, name: str, partitions: int) -> str:
-        """Create ``name`` (records kept forever, like ``lb produce``) and own it."""
-        self.topics.append(name)
+        """Create ``name`` (records kept forever, like ``lb produce``) and own it.
+
+        Also owns the profiles topics a job on ``name`` creates beside it
+        (``<name>.profiles`` and its dead letters), so they go with the run too.
+        """
+        profiles = profiles_topic_for(name)
+        self.topics += [name, profiles, f"{profiles}.dlq"]
         ensure_topic(
             self.settings.kafka_bootstrap,
             name,
