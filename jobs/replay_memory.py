@@ -438,12 +438,13 @@ class _Trips:
         self._unread = 0
 
     def add(self, *command: Any) -> None:
-        self._queue.append(command)
-        if len(self._queue) >= LOAD_PER_TRIP:
-            self._send()
+        self._push(command)
 
     def add_packed(self, command: bytes) -> None:
         """A command packed already (only when :attr:`packer` is set)."""
+        self._push(command)
+
+    def _push(self, command: tuple[Any, ...] | bytes) -> None:
         self._queue.append(command)
         if len(self._queue) >= LOAD_PER_TRIP:
             self._send()

@@ -41,8 +41,10 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from adapters.redis import Script
 
-#: A command's words, or the command packed already (RESP bytes, counted as long).
-Command = Sequence[str | bytes | int | float] | bytes
+#: A command's words.
+Words = Sequence[str | bytes | int | float]
+#: A command: its words, or packed already (RESP bytes: a long command for the pace).
+Command = Words | bytes
 #: One script call: its keys and its arguments.
 Call = tuple[Sequence[str], Sequence[Any]]
 #: A command with more arguments than this counts against the pace like a script
@@ -50,10 +52,8 @@ Call = tuple[Sequence[str], Sequence[Any]]
 LONG_COMMAND = 64
 
 
-def paced(command: Command) -> bool:
+def paced(command: Words) -> bool:
     """Whether ``command`` counts against the pace: a script call or a long command."""
-    if isinstance(command, bytes):  # packed by the caller: a replay load's long ZADD
-        return True
     return command[0] == "EVALSHA" or len(command) > LONG_COMMAND
 
 
@@ -101,8 +101,10 @@ class RawPipeline:
     def _exchange(self, commands: Sequence[Command], read: bool) -> list[Any]:
         pack = hiredis.pack_command
         for command in commands:
-            packed = command if isinstance(command, bytes) else pack(tuple(command))  # type: ignore[arg-type]
-            self._backlog.append((packed, paced(command)))
+            if isinstance(command, bytes):  # packed by the caller (a replay load's ZADD)
+                self._backlog.append((command, True))
+            else:
+                self._backlog.append((pack(tuple(command)), paced(command)))  # type: ignore[arg-type]
         conn = self._held
         if conn is None:
             if not self._backlog:
