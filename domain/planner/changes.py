@@ -36,10 +36,14 @@ def emit(fold: Fold, write: GroupWrite, plan: WritePlan, changes: bool, game: Ga
     board_keys: dict[str, str] = {}
     cache_updates = plan.cache_updates
     retracted = fold.retracted
+    setters = fold.setters
+    reverted = False  # a value changed and changed back: its metadata may change
     for player, mine in working.items():
         before = initial[player]
         for window_id, value in mine.items():
             if value == before.get(window_id, UNKNOWN) and window_id in before:
+                if setters and not reverted:
+                    reverted = (window_id, player) in setters
                 continue
             target = board_keys.get(window_id)
             if target is None:
@@ -59,7 +63,9 @@ def emit(fold: Fold, write: GroupWrite, plan: WritePlan, changes: bool, game: Ga
             write.changes = found
         if game.teams is not None and found:
             write.teams = team_sync(keys.namespace, game_of_tag(tag), game, found)
-    if fold.setters:
+    if setters and (fold.annotated or reverted):
+        # Otherwise every change is written by an event without metadata:
+        # the script drops the old metadata of the members it rewrites.
         emit_metadata(fold, write)
 
 

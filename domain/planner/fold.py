@@ -110,6 +110,9 @@ class Fold:
     #: Per (window id, player) the piece changed: the metadata of the event
     #: that changed it last (None: an event without metadata).
     setters: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    #: Whether a record of the current piece carried metadata (without one, and
+    #: with no value changed back, the piece's metadata needs no writes).
+    annotated: bool = False
 
     def start(self, player: str) -> dict[str, int | None]:
         """A player's first record in the piece: their values as the piece starts."""
@@ -182,6 +185,7 @@ class Fold:
         self.initial, self.working = {}, {}
         self.touched = set()
         self.setters = {}
+        self.annotated = False
         for bucket, ids in self.written.items():
             self.seen_read.setdefault(bucket, {}).update(ids)
         self.written = {}
@@ -254,6 +258,8 @@ def score(
     value = rec.event.score
     ts = rec.event.ts_ms
     meta = rec.event.metadata
+    if meta is not None:
+        state.annotated = True
     boards, touched, setters = state.boards, state.touched, state.setters
     out = 0
     for window in rec.windows:

@@ -92,6 +92,12 @@ def test_set_back_to_the_same_value_still_takes_the_last_setters_metadata() -> N
     assert model.metadata == {}
     model = _run(Operator.SET, [[_ev(1, "p", 5, "a")], [_ev(2, "p", 7, None), _ev(3, "p", 5, "c")]])
     assert model.metadata == {META: {"p": "c"}}
+    # No event of the batch has metadata, yet the value's setter changed: cleared.
+    model = _run(
+        Operator.SET, [[_ev(1, "p", 5, "a")], [_ev(2, "p", 7, None), _ev(3, "p", 5, None)]]
+    )
+    assert model.boards() == {BOARD: {"p": 5.0}}
+    assert model.metadata == {}
 
 
 def test_a_retract_removes_the_metadata() -> None:
