@@ -34,6 +34,8 @@ def emit(fold: Fold, write: GroupWrite, plan: WritePlan, changes: bool, game: Ga
     tag = keys.tag
     initial, working = fold.initial, fold.working
     board_keys: dict[str, str] = {}
+    #: Per window: its board's members in ``write.zadd`` (made once, not per member).
+    adds: dict[str, dict[str, int]] = {}
     cache_updates = plan.cache_updates
     retracted = fold.retracted
     setters = fold.setters
@@ -45,13 +47,17 @@ def emit(fold: Fold, write: GroupWrite, plan: WritePlan, changes: bool, game: Ga
                 if setters and not reverted:
                     reverted = (window_id, player) in setters
                 continue
-            target = board_keys.get(window_id)
-            if target is None:
-                target = board_keys[window_id] = keys.board(window_id)
-            if value is None:
-                write.zrem.setdefault(target, []).append(player)
-            else:
-                write.zadd.setdefault(target, {})[player] = value
+            if value is not None:
+                members = adds.get(window_id)
+                if members is None:
+                    target = board_keys.get(window_id) or keys.board(window_id)
+                    board_keys[window_id] = target
+                    members = adds[window_id] = write.zadd.setdefault(target, {})
+                members[player] = value
+                continue
+            target = board_keys.get(window_id) or keys.board(window_id)
+            board_keys[window_id] = target
+            write.zrem.setdefault(target, []).append(player)
         # Only a RETRACT leaves values it never read (UNKNOWN); without one
         # the working dict, this piece's own, is the cache's new entry as is.
         cache_updates[(tag, player)] = (
