@@ -357,6 +357,31 @@ def service_cpu_s(settings: Settings, client: RedisClient) -> dict[str, float | 
     return out
 
 
+def redis_time(client: RedisClient) -> tuple[float, dict[str, float]]:
+    """Redis' main-thread CPU seconds and the seconds spent in each command so far."""
+    cpu = client.info("cpu")
+    main = float(cpu["used_cpu_user_main_thread"]) + float(cpu["used_cpu_sys_main_thread"])
+    commands = {
+        name.removeprefix("cmdstat_"): float(stats.get("usec", 0)) / 1e6
+        for name, stats in client.info("commandstats").items()
+    }
+    return main, commands
+
+
+def redis_spent(
+    before: tuple[float, dict[str, float]], after: tuple[float, dict[str, float]]
+) -> dict[str, Any]:
+    """Redis' CPU between two readings: main thread, and the commands that took most."""
+    spent = {
+        name: round(seconds - before[1].get(name, 0.0), 2) for name, seconds in after[1].items()
+    }
+    top = sorted(((s, n) for n, s in spent.items() if s >= 0.01), reverse=True)[:6]
+    return {
+        "main_thread_s": round(after[0] - before[0], 2),
+        "commands_s": {name: seconds for seconds, name in top},
+    }
+
+
 def cpu_delta(
     before: Mapping[str, float | None], after: Mapping[str, float | None], seconds: float
 ) -> dict[str, float | None]:

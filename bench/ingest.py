@@ -77,6 +77,8 @@ from bench.common import (
     machine,
     machine_line,
     publish,
+    redis_spent,
+    redis_time,
     run_id,
     self_cpu_s,
     service_cpu_s,
@@ -562,6 +564,7 @@ def _job(
     cpu_before = children_cpu_s()
     self_before = self_cpu_s()
     services_before = service_cpu_s(settings, client)
+    redis_before = redis_time(client)
     job = Job(flags, env, scratch.state_dir / f"{label}.log")
     scratch.jobs.append(job)
     log(f"{label}: started `{job.command}` (namespace {namespace})")
@@ -603,6 +606,7 @@ def _job(
     code = job.wait()
     wall = t_exit - t_start
     services_after = service_cpu_s(settings, client)
+    redis = redis_spent(redis_before, redis_time(client))
     job_cpu = children_cpu_s() - cpu_before
     self_cpu = self_cpu_s() - self_before
     total, stats = counted(client, namespace)
@@ -642,6 +646,12 @@ def _job(
             else None
         ),
         "service_cpu_cores": cpu_delta(services_before, services_after, wall),
+        # Redis' main thread per event, and the commands that took most (a script's
+        # commands are counted under their own names and again inside EVALSHA).
+        "redis_main_us_per_event": round(1e6 * redis["main_thread_s"] / events, 2),
+        "redis_commands_us_per_event": {
+            name: round(1e6 * seconds / events, 2) for name, seconds in redis["commands_s"].items()
+        },
         "bench_cpu_cores": round(self_cpu / wall, 2),
     }
     machine_cores = result["service_cpu_cores"]["machine"]

@@ -55,6 +55,8 @@ from bench.common import (
     machine,
     machine_line,
     publish,
+    redis_spent,
+    redis_time,
     run_id,
     session_rss_bytes,
     table,
@@ -115,31 +117,6 @@ def _produce(settings: Settings, topic: str, players: int, seed: int) -> dict[st
     return {"seconds": round(seconds, 2), "rate": round(players / seconds)}
 
 
-def _redis_time(client: RedisClient) -> tuple[float, dict[str, float]]:
-    """Redis' main-thread CPU seconds and the seconds spent in each command so far."""
-    cpu = client.info("cpu")
-    main = float(cpu["used_cpu_user_main_thread"]) + float(cpu["used_cpu_sys_main_thread"])
-    commands = {
-        name.removeprefix("cmdstat_"): float(stats.get("usec", 0)) / 1e6
-        for name, stats in client.info("commandstats").items()
-    }
-    return main, commands
-
-
-def _redis_spent(
-    before: tuple[float, dict[str, float]], after: tuple[float, dict[str, float]]
-) -> dict[str, Any]:
-    """Redis' CPU between two readings: main thread, and the commands that took most."""
-    spent = {
-        name: round(seconds - before[1].get(name, 0.0), 2) for name, seconds in after[1].items()
-    }
-    top = sorted(((s, n) for n, s in spent.items() if s >= 0.01), reverse=True)[:6]
-    return {
-        "main_thread_s": round(after[0] - before[0], 2),
-        "commands_s": {name: seconds for seconds, name in top},
-    }
-
-
 def _rebuild(
     scratch: Scratch,
     settings: Settings,
@@ -160,14 +137,14 @@ def _rebuild(
     job = Job(flags, env, scratch.state_dir / f"{label}.log", command="rebuild")
     scratch.jobs.append(job)
     log(f"{label}: `{job.command}` into {namespace}")
-    redis_before = _redis_time(scratch.redis)
+    redis_before = redis_time(scratch.redis)
     peak = 0
     while job.poll() is None:
         peak = max(peak, session_rss_bytes(job.proc.pid))
         time.sleep(SAMPLE_S)
     seconds = time.monotonic() - job.started
     code = job.wait()
-    redis_spent = _redis_spent(redis_before, _redis_time(scratch.redis))
+    spent = redis_spent(redis_before, redis_time(scratch.redis))
     if code != 0:
         raise SystemExit(f"{label}: lb rebuild exited {code}:\n{job.tail()}")
     total, stats = counted(scratch.redis, namespace)
@@ -180,14 +157,14 @@ def _rebuild(
     )
     log(
         f"{label}: {seconds:.1f} s ({players / seconds:,.0f} players/s), peak RSS "
-        f"{peak / 2**20:,.0f} MiB, Redis {redis_spent}, verified={verified}"
+        f"{peak / 2**20:,.0f} MiB, Redis {spent}, verified={verified}"
     )
     return {
         "label": label,
         "namespace": namespace,
         "mode": mode,
         "processes": processes,
-        "redis": redis_spent,
+        "redis": spent,
         "seconds": round(seconds, 2),
         "players_per_s": round(players / seconds),
         "peak_rss_bytes": peak,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from bench.rebuild import _redis_spent, markdown
+from bench.common import redis_spent
+from bench.rebuild import markdown
 
 
 def test_redis_time_is_the_difference_of_two_readings_largest_commands_first() -> None:
     before = (10.0, {"zadd": 1.0, "hmget": 2.0, "ping": 0.5})
     after = (25.5, {"zadd": 9.0, "hmget": 2.5, "ping": 0.5, "evalsha": 12.0})
-    spent = _redis_spent(before, after)
+    spent = redis_spent(before, after)
     assert spent["main_thread_s"] == 15.5
     assert list(spent["commands_s"].items()) == [("evalsha", 12.0), ("zadd", 8.0), ("hmget", 0.5)]
 
