@@ -33,8 +33,8 @@ def emit(fold: Fold, write: GroupWrite, plan: WritePlan, changes: bool, game: Ga
     keys = fold.keys
     tag = keys.tag
     initial, working = fold.initial, fold.working
+    #: Per window: its board's key for removals, its members in ``write.zadd`` for the rest.
     board_keys: dict[str, str] = {}
-    #: Per window: its board's members in ``write.zadd`` (made once, not per member).
     adds: dict[str, dict[str, int]] = {}
     cache_updates = plan.cache_updates
     retracted = fold.retracted
@@ -47,17 +47,16 @@ def emit(fold: Fold, write: GroupWrite, plan: WritePlan, changes: bool, game: Ga
                 if setters and not reverted:
                     reverted = (window_id, player) in setters
                 continue
-            if value is not None:
-                members = adds.get(window_id)
-                if members is None:
-                    target = board_keys.get(window_id) or keys.board(window_id)
-                    board_keys[window_id] = target
-                    members = adds[window_id] = write.zadd.setdefault(target, {})
-                members[player] = value
+            if value is None:
+                target = board_keys.get(window_id)
+                if target is None:
+                    target = board_keys[window_id] = keys.board(window_id)
+                write.zrem.setdefault(target, []).append(player)
                 continue
-            target = board_keys.get(window_id) or keys.board(window_id)
-            board_keys[window_id] = target
-            write.zrem.setdefault(target, []).append(player)
+            members = adds.get(window_id)
+            if members is None:
+                members = adds[window_id] = write.zadd.setdefault(keys.board(window_id), {})
+            members[player] = value
         # Only a RETRACT leaves values it never read (UNKNOWN); without one
         # the working dict, this piece's own, is the cache's new entry as is.
         cache_updates[(tag, player)] = (
