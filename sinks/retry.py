@@ -48,6 +48,7 @@ def call_with_retry(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     draw: Callable[[], float] = random.random,
+    failed_since: float | None = None,
 ) -> T:
     """``call()``, retried on ``transient`` errors until it succeeds or ``policy`` gives up.
 
@@ -63,9 +64,14 @@ def call_with_retry(
     :class:`StopRequested` instead of waiting out the budget. Abandoning is
     safe for the sinks because what they failed to send was not acknowledged,
     so Bytewax has not snapshotted past it and the next start sends it again.
+
+    ``failed_since`` (a ``clock()`` instant) says the same work already failed
+    once before this call, elsewhere (the board store's writes leave without
+    waiting and are sent again by the next round trip): the budget runs from
+    then, and success counts as a recovery (logged, readiness restored).
     """
-    first_failure: float | None = None
-    attempt = 0
+    first_failure = failed_since
+    attempt = 0 if failed_since is None else 1
     while True:
         try:
             result = call()

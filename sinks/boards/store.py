@@ -22,6 +22,7 @@ that happened, in order, and never one that was rolled back.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ from sinks.boards.encoding import FENCED, PER_COMMAND, encode, outcomes, raise_f
 from sinks.boards.reads import parse_reads, read_commands
 from sinks.retry import abandon, call_with_retry, give_up
 from sinks.wire import RawPipeline
+from telemetry import hooks
 
 log = logging.getLogger(__name__)
 
@@ -118,12 +120,14 @@ class RedisBoardStore:
         #: Encoded group writes sent without waiting (see send_writes).
         self._inflight: list[tuple[list[str], list[Any]]] | None = None
         self._inflight_sent = False
+        #: When the writes in flight failed to leave (``time.monotonic``), else None.
+        self._send_failed: float | None = None
         self._stale_slots = False
         #: Shard outbox fields whose queued changes the writes sent must follow
         #: although they wrote nothing there (``WritePlan.dense_catch_up``).
         self._catch_up: list[tuple[str, str]] = []
 
-    def _round_trip(self, what: str, call: Any) -> Any:
+    def _round_trip(self, what: str, call: Any, failed_since: float | None = None) -> Any:
         try:
             return call_with_retry(
                 call,
@@ -134,6 +138,7 @@ class RedisBoardStore:
                 setting="LB_REDIS_RETRY_S",
                 after_failure=self._forget_slots,
                 stopping=self._stopping,
+                failed_since=failed_since,
             )
         except StopRequested as exc:
             abandon(exc)
@@ -230,7 +235,11 @@ class RedisBoardStore:
             self._wire.send(self._wire.evals(APPLY_GROUP, self._inflight))
             self._inflight_sent = True
         except TRANSIENT as exc:
-            log.info("Redis write not sent (%s); sending it with the next round trip", exc)
+            # The next round trip sends them again, as a retry of this failure:
+            # the outage is logged, counted and seen by readiness from now on.
+            self._send_failed = time.monotonic()
+            hooks.retrying("LB_REDIS_RETRY_S", self._send_failed)
+            log.warning("Redis write not sent (%s); sending it with the next round trip", exc)
         return None
 
     def drain(self) -> list[int] | None:
@@ -285,7 +294,8 @@ class RedisBoardStore:
             return raise_first_error(reads)
 
         pending: Queued = {}
-        answers = self._round_trip("Redis read", attempt)
+        answers = self._round_trip("Redis read", attempt, self._send_failed)
+        self._send_failed = None
         self._inflight = None
         self._follow(pending)
         out, stored = parse_reads(many, len(progress), answers)

@@ -11,89 +11,80 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 from pathlib import Path
-from typing import Any
 
 from telemetry import derive, server
-from tests.integration.streams import GAMES_TOML, generate, job_env, lb, produce
-from tests.integration.watching import free_port, http_get, start_job, until
+from tests.integration.streams import GAMES_TOML, Stream, generate, job_env, lb, produce
+from tests.integration.watching import http_get, private_redis, start_job, until
 
 
 def test_a_stalled_redis_makes_the_job_unready_but_live_and_it_recovers(
     kafka_bootstrap: str, topic: str, namespace: str, tmp_path: Path
 ) -> None:
-    binary = shutil.which("redis-server")
-    assert binary, "redis-server is installed by scripts/bootstrap.sh"
-    port = free_port()
-    redis_proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     games = tmp_path / "games.toml"
     games.write_text(GAMES_TOML)
     state = tmp_path / "state"
-    env = job_env(topic, namespace, state, games)
-    env.update(
-        LB_REDIS_URL=f"redis://127.0.0.1:{port}/0",
-        LB_READY_RETRY_S="2",
-        LB_REDIS_TIMEOUT_S="1",
-        LB_HEAL_CHECK_S="1",
-    )
     stream = generate(seed=3, count=800)
     log = tmp_path / "job.log"
-    job: subprocess.Popen[str] | None = None
-    try:
-        import redis
-
-        until("the private Redis answers", lambda: _pings(redis, port), log)
-        job = start_job(["run"], env, log)
-        entry = until("registered", lambda: server.registered(state, "job"), log)[0]
-        base = entry["metrics"].removesuffix("/metrics")
-        produce(kafka_bootstrap, topic, stream.records[:400])
-        until("ready", lambda: http_get(base + "/readyz")[0] == 200, log)
-
-        os.kill(redis_proc.pid, signal.SIGSTOP)  # a stall: connections hang, then time out
-        produce(kafka_bootstrap, topic, stream.records[400:])
-        _, body = until(
-            "not ready while Redis stalls",
-            lambda: (got := http_get(base + "/readyz"))[0] == 503 and got,
-            log,
+    with private_redis() as redis_server:
+        env = job_env(topic, namespace, state, games)
+        env.update(
+            LB_REDIS_URL=f"redis://127.0.0.1:{redis_server.port}/0",
+            LB_READY_RETRY_S="2",
+            LB_REDIS_TIMEOUT_S="1",
+            LB_HEAL_CHECK_S="1",
         )
-        assert any("LB_REDIS_RETRY_S" in reason for reason in json.loads(body)["reasons"])
-        assert http_get(base + "/livez")[0] == 200  # retrying is not being stuck
-        samples = derive.parse_exposition(http_get(entry["metrics"])[1])
-        assert derive.total(samples, "lb_ready") == 0
-        assert derive.total(samples, "lb_live") == 1
-        assert derive.total(samples, "lb_redis_retries_total") >= 1
-
-        os.kill(redis_proc.pid, signal.SIGCONT)
-        until("ready again", lambda: http_get(base + "/readyz")[0] == 200, log)
-
-        def everything_counted() -> bool:
-            found = derive.parse_exposition(http_get(entry["metrics"])[1])
-            return derive.total(found, "lb_records_total") == len(stream.records)
-
-        until("every record counted once", everything_counted, log)
-    finally:
-        if job is not None:
+        job = start_job(["run"], env, log)
+        try:
+            _stall_and_recover(redis_server.pid, job, state, log, kafka_bootstrap, topic, stream)
+        finally:
+            os.kill(redis_server.pid, signal.SIGCONT)
             job.send_signal(signal.SIGTERM)
             job.wait(timeout=60)
-        os.kill(redis_proc.pid, signal.SIGCONT)
-        redis_proc.terminate()
-        redis_proc.wait(timeout=30)
     assert job.returncode == 0, log.read_text()[-3000:]
 
 
-def _pings(redis: Any, port: int) -> bool:
-    try:
-        return bool(redis.Redis(port=port, socket_timeout=1).ping())
-    except redis.ConnectionError:
-        return False
+def _stall_and_recover(
+    redis_pid: int,
+    job: subprocess.Popen[str],
+    state: Path,
+    log: Path,
+    kafka_bootstrap: str,
+    topic: str,
+    stream: Stream,
+) -> None:
+    """Ready, then not ready (but live) while Redis is stopped, then ready with nothing lost."""
+    entry = until("registered", lambda: server.registered(state, "job"), log, job)[0]
+    base = entry["metrics"].removesuffix("/metrics")
+    produce(kafka_bootstrap, topic, stream.records[:400])
+    until("ready", lambda: http_get(base + "/readyz")[0] == 200, log, job)
+
+    os.kill(redis_pid, signal.SIGSTOP)  # a stall: connections hang, then time out
+    produce(kafka_bootstrap, topic, stream.records[400:])
+    _, body = until(
+        "not ready while Redis stalls",
+        lambda: (got := http_get(base + "/readyz"))[0] == 503 and got,
+        log,
+        job,
+    )
+    assert any("LB_REDIS_RETRY_S" in reason for reason in json.loads(body)["reasons"])
+    assert http_get(base + "/livez")[0] == 200  # retrying is not being stuck
+    samples = derive.parse_exposition(http_get(entry["metrics"])[1])
+    assert derive.total(samples, "lb_ready") == 0
+    assert derive.total(samples, "lb_live") == 1
+    assert derive.total(samples, "lb_redis_retries_total") >= 1
+
+    os.kill(redis_pid, signal.SIGCONT)
+    until("ready again", lambda: http_get(base + "/readyz")[0] == 200, log, job)
+
+    def everything_counted() -> bool:
+        found = derive.parse_exposition(http_get(entry["metrics"])[1])
+        return derive.total(found, "lb_records_total") == len(stream.records)
+
+    until("every record counted once", everything_counted, log, job)
 
 
 def test_a_busy_metrics_port_is_one_line_and_exit_2(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from confluent_kafka import KafkaError
 
@@ -91,7 +93,10 @@ def test_retries_transient_errors_until_the_call_succeeds() -> None:
     assert len(refreshed) == 2
 
 
-def test_gives_up_loudly_when_the_budget_is_spent() -> None:
+@pytest.mark.parametrize("spent_before", [None, 8.0])
+def test_gives_up_loudly_when_the_budget_is_spent(spent_before: float | None) -> None:
+    """The first failure starts the 10 s budget, or ``failed_since`` when the
+    same work already failed before the call (``spent_before`` seconds)."""
     clock = _Clock()
     calls = 0
 
@@ -111,11 +116,39 @@ def test_gives_up_loudly_when_the_budget_is_spent() -> None:
             clock=clock,
             sleep=clock.sleep,
             draw=lambda: 0.5,
+            failed_since=None if spent_before is None else clock.now - spent_before,
         )
     assert isinstance(info.value.__cause__, ConnectionError)
-    # The first failure starts the budget; attempts stop once 10 s have passed since.
-    assert 3 <= calls <= 6
-    assert clock.now - 100.0 - 2.0 >= 10.0
+    if spent_before is None:  # attempts stop once 10 s have passed since the first failure
+        assert 3 <= calls <= 6
+        assert clock.now - 100.0 - 2.0 >= 10.0
+    else:  # 8 s before the call and 2 s in its first attempt: the budget is spent
+        assert calls == 1
+
+
+@pytest.mark.parametrize("failed_before", [None, 4.0])
+def test_a_failure_elsewhere_counts_a_first_success_as_a_recovery(
+    failed_before: float | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``failed_since``: the work failed before this call (a write that did not
+    leave); succeeding at once is a recovery, logged with the time since then.
+    Without it a first success is no news."""
+    clock = _Clock()
+    with caplog.at_level(logging.WARNING, logger="sinks.retry"):
+        got = call_with_retry(
+            lambda: "ok",
+            what="probe",
+            policy=Backoff(budget_s=60),
+            transient=(ConnectionError,),
+            setting="LB_TEST",
+            clock=clock,
+            failed_since=None if failed_before is None else clock.now - failed_before,
+        )
+    assert got == "ok"
+    if failed_before is None:
+        assert "recovered" not in caplog.text
+    else:
+        assert "probe recovered after 4.0s and 1 retries" in caplog.text
 
 
 def test_other_errors_pass_through_at_once() -> None:
