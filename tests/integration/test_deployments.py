@@ -183,3 +183,43 @@ def test_lb_run_dry_run_prints_only_this_hosts_process(tmp_path: Path) -> None:
         {**env, "LB_ADDRESSES": "10.0.0.1:2101;10.0.0.2:2101;10.0.0.3:2101", "LB_PROCESS_ID": "2"},
     )
     assert same.stdout == got.stdout
+
+
+def test_a_lease_call_to_a_stalled_redis_gives_up_after_one_reconnect(tmp_path: Path) -> None:
+    """The keeper's client fails a call while Redis is stalled well within a
+    lease's life: one connect, at most one reconnect (a client built with
+    redis-py's default ``Retry`` would make eleven, one timeout each).
+    Counted by the connections the stopped Redis accepts once resumed."""
+    import os
+    import signal
+
+    import redis
+
+    from config.settings import Settings
+    from domain.errors import ServiceError
+    from domain.lease import Deployment
+    from flows import lease
+    from sinks.redis_lease import RedisLease
+    from tests.integration.watching import private_redis
+
+    with private_redis() as server:
+        admin = redis.Redis(port=server.port, socket_timeout=10)
+        before = admin.info("stats")["total_connections_received"]
+        settings = Settings.from_env(
+            {
+                **os.environ,
+                "LB_REDIS_URL": f"redis://127.0.0.1:{server.port}/0",
+                "LB_REDIS_TIMEOUT_S": "1",
+                "LB_STATE_DIR": str(tmp_path),
+            }
+        )
+        me = Deployment("host:test:/s", "test")
+        keeper_lease = RedisLease(lease.client(settings), "ns", TOPIC, me)
+        os.kill(server.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises((redis.TimeoutError, redis.ConnectionError, ServiceError)):
+                keeper_lease.attempt(0, 10.0)
+        finally:
+            os.kill(server.pid, signal.SIGCONT)
+        made = admin.info("stats")["total_connections_received"] - before
+    assert 1 <= made <= 2, f"{made} connections for one lease call"
