@@ -71,11 +71,12 @@ def async_redis_client(settings: Settings, **options: Any) -> AsyncRedisClient:
 def job_redis_client(settings: Settings) -> RedisClient:
     """The streaming job's client: one immediate reconnect, then the caller's policy.
 
-    redis-py retries connection errors and timeouts on its own (ten times, with
-    backoff, by default), which would hide an outage inside a single call and
-    multiply ``LB_REDIS_RETRY_S``. The job's sinks retry with their own
-    budget and logging (:mod:`sinks.retry`), so the client keeps only the one
-    quick retry that replaces a pooled connection a Redis restart closed.
+    The job's sinks retry with their own budget and logging
+    (:mod:`sinks.retry`), so the client must not hide an outage inside a single
+    call (a client redis-py builds directly retries ten times with backoff; one
+    built from a URL, as here, none). It gets the one quick retry that
+    replaces a pooled connection a Redis restart closed; while Redis is stalled
+    that makes a call on a new connection wait two timeouts before it fails.
     """
     if settings.redis_cluster:
         return redis_client(settings)
