@@ -68,7 +68,7 @@ def private_redis() -> Iterator[PrivateRedis]:
 def _pings(port: int) -> bool:
     try:
         return bool(redis.Redis(port=port, socket_timeout=1).ping())
-    except redis.ConnectionError:
+    except redis.RedisError:  # not listening yet, or still loading
         return False
 
 
