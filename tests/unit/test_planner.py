@@ -1000,6 +1000,40 @@ def test_duplicate_exactly_at_the_horizon_is_dropped_and_one_ms_later_applied() 
     assert board["p"] // ALLTIME_ONLY.codec(window_for(WindowKind.ALLTIME, T)).slots == 14
 
 
+def test_an_event_id_reused_by_another_players_event_is_caught_only_once_written() -> None:
+    """docs/DESIGN.md, Deduplication: two players' events with one id sit in two partitions.
+
+    In one partition (log order) the later is a duplicate; in two partitions
+    read in one round (one read for both batches) both are applied; in two
+    rounds, the later round's read finds the earlier's write.
+    """
+    first, second = _event("e1", "p0", 7, T), _event("e1", "p1", 9, T + 10)
+    outcomes = {}
+    for shape in ("one partition", "one round", "two rounds"):
+        model = BoardModel()
+        planner = BoardPlanner(NS, HORIZON_MS)
+        if shape == "one partition":
+            write_batch(
+                [_batch(ALLTIME_ONLY, 0, (0, R, first), (1, R + 10, second))], planner, model
+            )
+        else:
+            batches = [
+                _batch(ALLTIME_ONLY, 0, (0, R, first)),
+                _batch(ALLTIME_ONLY, 1, (0, R + 10, second)),
+            ]
+            if shape == "one round":
+                write_batch(batches, planner, model)
+            else:
+                project(batches, planner, model)
+        (board,) = model.boards().values()
+        outcomes[shape] = (sorted(board), model.stats_total())
+    assert outcomes == {
+        "one partition": (["p0"], {"applied": 1, "duplicate": 1}),
+        "one round": (["p0", "p1"], {"applied": 2}),
+        "two rounds": (["p0"], {"applied": 1, "duplicate": 1}),
+    }
+
+
 def test_retract_removes_the_player_from_every_registered_board() -> None:
     model = BoardModel()
     game = GameConfig(max_score=100)
