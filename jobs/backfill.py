@@ -34,6 +34,8 @@ from domain.backfill_plan import (
     BackfillPlan,
     Bound,
     Mode,
+    load_line,
+    loaded_line,
     mode_of,
     progress_line,
     resolve_range,
@@ -246,6 +248,10 @@ class Backfill:
         self._total = plan.records
         self._started = time.monotonic()
         self._last_line = 0.0
+        #: The fold's boards going into Redis: members sent and to send, since when.
+        self._loaded = (0, 0)
+        self._load_started: float | None = None
+        self._load_sent_at = 0.0
 
     def run(self) -> BackfillReport:
         """Replay, cut over; the staging namespace is dropped whatever happens."""
@@ -299,7 +305,8 @@ class Backfill:
                 self._records = base + records
                 self._line()
 
-            run_parts(parts, self._tools, progress)
+            run_parts(parts, self._tools, progress, self._loading)
+            self._loaded_line()
             # The processes wrote players this planner never saw: read them from now on.
             self._planner = BoardPlanner(
                 self._staging,
@@ -314,12 +321,35 @@ class Backfill:
             return
         for part in parts:
             self._planner = replay_part(
-                part, self._client, self._log, self._validator, self._count, self._planner
+                part,
+                self._client,
+                self._log,
+                self._validator,
+                self._count,
+                self._planner,
+                self._loading,
             )
+        self._loaded_line()
 
     def _count(self, records: int) -> None:
         self._records += records
         self._line()
+
+    def _loading(self, sent: int, total: int) -> None:
+        now = time.monotonic()
+        if self._load_started is None:
+            self._load_started = now
+        if sent > self._loaded[0]:
+            self._load_sent_at = now
+        self._loaded = (sent, total)
+        self._line()
+
+    def _loaded_line(self) -> None:
+        """Once the replay processes are done: what their loads wrote, and how long it took."""
+        sent, _ = self._loaded
+        if self._out is not None and self._load_started is not None and sent:
+            seconds = self._load_sent_at - self._load_started
+            print(loaded_line(self._what, self._records, sent, seconds), file=self._out, flush=True)
 
     def _apply_round(self, batches: list[RecordBatch]) -> None:
         """Batches of distinct partitions: one read and one write round trip."""
@@ -419,6 +449,11 @@ class Backfill:
             return
         self._last_line = now
         line = progress_line(self._what, self._records, self._total, now - self._started)
+        sent, total = self._loaded
+        if self._load_started is not None and self._records >= self._total and sent < total:
+            # Every record is folded; the boards are going into Redis.
+            elapsed = now - self._load_started
+            line = load_line(self._what, self._records, sent, total, elapsed)
         if self._records > self._total:  # past the planned end: the records since the start
             line = (
                 f"{self._what}: {self._records:,} records replayed, {self._total:,} planned and "

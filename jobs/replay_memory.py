@@ -521,21 +521,34 @@ def _chunks(items: list[Any], size: int) -> Iterable[list[Any]]:
         yield items[at : at + size]
 
 
-def load(client: RedisClient, ks: Keyspace) -> int:
+#: ``(members sent, members to load)`` as a load's boards go out.
+LoadProgress = Callable[[int, int], None]
+
+
+def load(client: RedisClient, ks: Keyspace, progress: LoadProgress | None = None) -> int:
     """Write the keyspace into Redis (see the module docstring); returns members and fields.
 
     Boards go in the order of their names, the same in every replay process,
     so the processes insert into the same board at about the same time, each in
     score order: Redis walks one skip list, near where it just inserted, rather
     than two at once (which cost it more ``ZADD`` time when tried).
+    ``progress`` hears of the board members sent, every :data:`LOAD_CHUNK`.
     """
     ks.now_ms = int(time.time() * 1000)
     trips = _Trips(client)
-    written = _load_small(trips, ks)
     # (alive() deletes a due key: every walk here is over a copy of the names.)
-    for key in sorted(ks.zsets):
-        if key not in ks.derived and ks.alive(key):
-            written += _load_board(trips, key, ks)
+    boards = [k for k in sorted(ks.zsets) if k not in ks.derived and ks.alive(k)]
+    total = sum(len(ks.zsets[k]) for k in boards)
+    if progress is not None:
+        progress(0, total)
+    written = _load_small(trips, ks)
+    sent = 0
+    for key in boards:
+        for chunk in _load_board(trips, key, ks):
+            sent += chunk
+            if progress is not None:
+                progress(sent, total)
+    written += sent
     trips.flush()
     for key, at_ms in list(ks.expires.items()):
         if ks.alive(key):
@@ -554,8 +567,8 @@ def _load_small(trips: _Trips, ks: Keyspace) -> int:
     return sum(_load_hash(trips, key, ks) for key in list(ks.hashes) if ks.alive(key))
 
 
-def _load_board(trips: _Trips, key: str, ks: Keyspace) -> int:
-    """One board's members in score order, :data:`LOAD_CHUNK` to a ``ZADD``."""
+def _load_board(trips: _Trips, key: str, ks: Keyspace) -> Iterator[int]:
+    """One board's members in score order, :data:`LOAD_CHUNK` to a ``ZADD``; yields each count."""
     board = ks.zsets[key]
     if trips.packer is not None:
         try:
@@ -564,16 +577,19 @@ def _load_board(trips: _Trips, key: str, ks: Keyspace) -> int:
             raise ServiceError(
                 f"loading the folded replay into Redis failed: {key}: {exc}"
             ) from exc
+        left = len(board)
         for packed in packer:
             trips.add_packed(packed)
-        return len(board)
+            yield min(LOAD_CHUNK, left)
+            left -= LOAD_CHUNK
+        return
     for ordered in board_order(board):
         for chunk in _chunks(ordered, LOAD_CHUNK):
             args: list[Score | str] = [0] * (2 * len(chunk))
             args[0::2] = list(map(board.__getitem__, chunk))
             args[1::2] = chunk
             trips.add("ZADD", key, *args)
-    return len(board)
+            yield len(chunk)
 
 
 def _load_hash(trips: _Trips, key: str, ks: Keyspace) -> int:
@@ -610,8 +626,11 @@ class FoldingStore:
         redis_store: RedisBoardStore,
         bound: int,
         planner: BoardPlanner | None = None,
+        loading: LoadProgress | None = None,
     ) -> None:
         """A fold bounded by ``bound`` board members; ``planner`` is the replay's.
+
+        ``loading`` hears how the load of the fold's boards goes (:func:`load`).
 
         While the fold lasts, the planner is told which values the fold does not
         hold (not read), and its group writes are not split in pieces: the pieces
@@ -623,6 +642,7 @@ class FoldingStore:
         self._bound = bound
         self._memory: MemoryBoardStore | None = MemoryBoardStore()
         self._planner = planner
+        self._loading = loading
         self._max_updates = 0 if planner is None else planner.max_updates
         if planner is not None:
             planner.absent = self._memory.absent
@@ -660,7 +680,7 @@ class FoldingStore:
     def finish(self) -> None:
         """Load what the fold holds (the end of the replay's ranges); Redis is read from now on."""
         if self._memory is not None:
-            load(self._client, self._memory.keyspace)
+            load(self._client, self._memory.keyspace, self._loading)
             self._memory = None
             if self._planner is not None:
                 self._planner.absent = None

@@ -44,7 +44,7 @@ from domain.records import Accepted
 from domain.signing import parse_keyring
 from domain.validation import Validator
 from jobs.replay import ReplayStore, apply_round
-from jobs.replay_memory import MEMORY_MEMBERS, FoldingStore
+from jobs.replay_memory import MEMORY_MEMBERS, FoldingStore, LoadProgress
 from schemas.decode_verify import decode_verifier
 from sinks.boards import RedisBoardStore
 
@@ -85,8 +85,13 @@ def replay_part(
     validator: Validator,
     progress: Callable[[int], None],
     planner: BoardPlanner | None = None,
+    loading: LoadProgress | None = None,
 ) -> BoardPlanner:
-    """Replay ``part``'s ranges into its staging namespace; returns the planner used."""
+    """Replay ``part``'s ranges into its staging namespace; returns the planner used.
+
+    ``progress(records)`` after each round; ``loading(members sent, members to
+    load)`` while the fold's boards go into Redis.
+    """
     if planner is None:
         # A part's partitions are its own and the staging namespace was just dropped.
         planner = BoardPlanner(
@@ -102,7 +107,7 @@ def replay_part(
     # The part's players are its own and its namespace started empty: fold it in
     # memory, then load it (jobs.replay_memory); bounded, then through Redis.
     folding = (
-        FoldingStore(client, redis_store, part.memory_members, planner)
+        FoldingStore(client, redis_store, part.memory_members, planner, loading)
         if part.memory_members > 0
         else None
     )
@@ -139,8 +144,14 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _worker(part: Part, tools: Tools, counts: Any, conn: Connection, parent: int) -> None:
-    """A worker process: replay, then report ``("ok", records)`` or ``("error", line)``."""
+def _worker(
+    part: Part, tools: Tools, counts: Any, loads: Any, conn: Connection, parent: int
+) -> None:
+    """A worker process: replay, then report ``("ok", records)`` or ``("error", line)``.
+
+    ``counts[index]`` holds its records so far; ``loads[2 index]`` and
+    ``loads[2 index + 1]`` the board members it sent and has to send.
+    """
     _die_with_parent(parent)
     # Ctrl-C (or a SIGTERM to the process group) reaches every worker too: the
     # parent alone decides, stops the workers (SIGKILL) and drops the staging keys.
@@ -153,10 +164,13 @@ def _worker(part: Part, tools: Tools, counts: Any, conn: Connection, parent: int
         done += records
         counts[part.index] = done
 
+    def loading(sent: int, total: int) -> None:
+        loads[2 * part.index], loads[2 * part.index + 1] = sent, total
+
     try:
         client, log, validator = tools()
         tune_for_streaming()
-        replay_part(part, client, log, validator, progress)
+        replay_part(part, client, log, validator, progress, loading=loading)
         conn.send(("ok", done))
     except Exception as exc:  # reported by the parent as one line
         conn.send(("error", str(exc) or type(exc).__name__))
@@ -164,8 +178,16 @@ def _worker(part: Part, tools: Tools, counts: Any, conn: Connection, parent: int
         conn.close()
 
 
-def run_parts(parts: list[Part], tools: Tools, progress: Callable[[int], None]) -> int:
+def run_parts(
+    parts: list[Part],
+    tools: Tools,
+    progress: Callable[[int], None],
+    loading: LoadProgress | None = None,
+) -> int:
     """Replay every part in its own process; ``progress(records so far)`` about once a second.
+
+    ``loading(members sent, members to load)`` follows, summed over the parts
+    whose fold has started its load.
 
     Returns the records replayed. A failed worker stops the others and raises
     :class:`ServiceError` naming it; so does any exception here (Ctrl-C), after
@@ -173,6 +195,7 @@ def run_parts(parts: list[Part], tools: Tools, progress: Callable[[int], None]) 
     """
     context = multiprocessing.get_context("spawn")
     counts = context.Array("q", len(parts), lock=False)
+    loads = context.Array("q", 2 * len(parts), lock=False)
     procs: list[Any] = []
     conns: dict[Connection, Part] = {}
     try:
@@ -180,7 +203,7 @@ def run_parts(parts: list[Part], tools: Tools, progress: Callable[[int], None]) 
             mine, theirs = context.Pipe(duplex=False)
             proc = context.Process(
                 target=_worker,
-                args=(part, tools, counts, theirs, os.getpid()),
+                args=(part, tools, counts, loads, theirs, os.getpid()),
                 name=f"lb-replay-{part.index}",
                 daemon=True,
             )
@@ -203,6 +226,8 @@ def run_parts(parts: list[Part], tools: Tools, progress: Callable[[int], None]) 
                     )
                 total += int(value)
             progress(sum(counts))
+            if loading is not None and any(loads[1::2]):
+                loading(sum(loads[0::2]), sum(loads[1::2]))
         return total
     finally:
         for proc in procs:

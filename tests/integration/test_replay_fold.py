@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import math
 import random
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,15 @@ def test_lb_rebuild_folds_and_matches_the_oracle(
     assert lb(["run", "--until-end"], env, timeout=300).returncode == 0
     done = lb(["rebuild", "--processes", "2"], env, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
+    # The fold's load is reported once it is done: every board member the namespace holds.
+    loaded = re.search(r"; ([\d,]+) board members loaded into Redis in \d+s$", done.stderr, re.M)
+    assert loaded is not None, done.stderr[-3000:]
+    members = sum(
+        int(redis_client.zcard(key))
+        for key in redis_client.scan_iter(match=f"{namespace}:*", count=1000)
+        if redis_client.type(key) == b"zset"
+    )
+    assert int(loaded.group(1).replace(",", "")) == members > 0
     verify(stream.records, redis_client, namespace, kafka_bootstrap, topic, "")
     checked = lb(["verify"], env, timeout=240)
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
@@ -221,8 +231,16 @@ def test_boards_load_the_same_packed_by_lb_native_or_in_python(
         ks = Keyspace(now_ms=int(time.time() * 1000))
         for name, board in boards.items():
             ks.zset(f"{namespace}~{engine}:{name}").update(board)
-        assert load(redis_client, ks) == sum(map(len, boards.values()))
+        heard: list[tuple[int, int]] = []
+
+        def hear(sent: int, total: int, heard: list[tuple[int, int]] = heard) -> None:
+            heard.append((sent, total))
+
+        assert load(redis_client, ks, hear) == 19_001
         got[engine] = snapshot(redis_client, f"{namespace}~{engine}", bags=False)
+        # Members sent, every 5,000 of a board (boards by name: big, ints, one).
+        sent = [0, 5_000, 10_000, 12_000, 17_000, 19_000, 19_001]
+        assert heard == [(n, 19_001) for n in sent], engine
     assert got["native"] == got["python"]
     assert len(got["native"][":big"][0]) == 12_000
 

@@ -9,6 +9,8 @@ from domain.backfill_plan import (
     Bound,
     Mode,
     expiry_floor,
+    load_line,
+    loaded_line,
     mode_of,
     parse_bound,
     progress_line,
@@ -89,6 +91,18 @@ def test_progress_line_has_rate_left_and_eta() -> None:
     line = progress_line("lb backfill", 1_000, 3_000, 2.0)
     assert line == "lb backfill: 1,000/3,000 records (500/s), 2,000 left, ETA 4s"
     assert progress_line("x", 0, 10, 0.0).endswith("ETA ?")
+
+
+def test_the_load_line_says_the_records_are_done_and_the_boards_are_going_in() -> None:
+    line = load_line("lb rebuild", 10_000_000, 12_000_000, 30_000_000, 30.0)
+    assert line == (
+        "lb rebuild: 10,000,000 records replayed; loading the boards into Redis: "
+        "12,000,000/30,000,000 members (400,000/s), ETA 45s"
+    )
+    assert load_line("x", 1, 0, 10, 0.0).endswith("ETA ?")
+    assert loaded_line("lb rebuild", 10, 30, 71.6) == (
+        "lb rebuild: 10 records replayed; 30 board members loaded into Redis in 72s"
+    )
 
 
 def test_expiry_floor_keeps_later_expiries() -> None:
