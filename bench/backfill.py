@@ -27,6 +27,7 @@ Progress on stderr, JSON on stdout; everything it creates is deleted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import sys
@@ -193,6 +194,21 @@ def _phase(command: str, processes: int) -> str:
     return f"{command} ({processes} process{'es' if processes > 1 else ''})"
 
 
+def last_report(log_text: str) -> dict[str, Any]:
+    """The command's JSON report: the last line of its log that is a JSON object.
+
+    Its stderr shares the log, and ``lb rebuild`` writes a line about the
+    profiles topic after its report; a log without one is an error naming its end.
+    """
+    for line in reversed(log_text.strip().splitlines()):
+        if line.startswith("{"):
+            with contextlib.suppress(json.JSONDecodeError):
+                found = json.loads(line)
+                if isinstance(found, dict):
+                    return found
+    raise SystemExit(f"no JSON report in the command's log; it ends:\n{log_text[-2000:]}")
+
+
 def _side_run(
     scratch: Scratch, env: dict[str, str], command: str, args: list[str], label: str
 ) -> dict[str, Any]:
@@ -205,7 +221,7 @@ def _side_run(
     cpu = cpu_delta(cpu_before, service_cpu_s(scratch.settings, scratch.redis), seconds)
     if code != 0:
         raise SystemExit(f"{label} exited {code}:\n{job.tail()}")
-    report = json.loads(job.log_path.read_text().strip().splitlines()[-1])
+    report = last_report(job.log_path.read_text())
     log(f"{label}: {seconds:.1f} s, {report}, CPU {cpu}")
     return {"seconds": round(seconds, 2), "report": report, "cpu": cpu}
 

@@ -1,0 +1,26 @@
+"""bench.backfill's reading of a command's report from its log (stdout and stderr together)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.backfill import last_report
+
+REPORT = '{"namespace": "lb", "mode": "replace", "records_replayed": 10, "seconds": 1.5}'
+
+
+def test_the_report_is_found_before_the_lines_printed_after_it() -> None:
+    log = "\n".join(
+        [
+            "lb rebuild: 10/10 records (5/s), 0 left, ETA 0s",
+            REPORT,
+            "lb rebuild: profiles: 0 records of t.profiles replayed and swapped in",
+            "%5|1795843332.002|PARTCNT|rdkafka#producer-3| [thrd:main]: {not json",
+        ]
+    )
+    assert last_report(log)["records_replayed"] == 10
+
+
+def test_a_log_without_a_report_says_how_it_ends() -> None:
+    with pytest.raises(SystemExit, match=r"no JSON report (?s:.*)ETA 0s"):
+        last_report("lb rebuild: 10/10 records (5/s), 0 left, ETA 0s\n")
