@@ -185,28 +185,28 @@ def progress_line(what: str, done: int, total: int, elapsed_s: float) -> str:
     return f"{what}: {done:,}/{total:,} records ({rate:,.0f}/s), {left:,} left, ETA {eta}"
 
 
-def load_line(what: str, records: int, loaded: int, total: int, elapsed_s: float) -> str:
-    """Every record replayed, the fold's boards going into Redis.
+def load_line(what: str, records: int, sent: int, total: int, elapsed_s: float) -> str:
+    """Every record replayed, the fold going into Redis.
 
-    ``lb rebuild: 10,000,000 records replayed; loading the boards into Redis:
-    12,000,000/30,000,000 members (450,000/s), ETA 40s``: a replay that folds
-    in memory writes its boards at the end, for a minute or more at 10M
-    players, while its record count stands still.
+    ``lb rebuild: 10,000,000 records replayed; loading into Redis: 12,000,000/31,000,000
+    entries (400,000/s), ETA 48s``: a replay that folds in memory writes its keys at
+    the end (the dedupe ids, counters and metadata, then the board members), for a
+    minute or more at 10M players, while its record count stands still.
     """
-    rate = loaded / elapsed_s if elapsed_s > 0 else 0.0
-    left = max(total - loaded, 0)
+    rate = sent / elapsed_s if elapsed_s > 0 else 0.0
+    left = max(total - sent, 0)
     eta = f"{left / rate:.0f}s" if rate > 0 else "?"
     return (
-        f"{what}: {records:,} records replayed; loading the boards into Redis: "
-        f"{loaded:,}/{total:,} members ({rate:,.0f}/s), ETA {eta}"
+        f"{what}: {records:,} records replayed; loading into Redis: "
+        f"{sent:,}/{total:,} entries ({rate:,.0f}/s), ETA {eta}"
     )
 
 
-def loaded_line(what: str, records: int, members: int, seconds: float) -> str:
-    """``lb rebuild: 10,000,000 records replayed; 30,000,000 board members loaded in 72s``."""
+def loaded_line(what: str, records: int, entries: int, seconds: float) -> str:
+    """``lb rebuild: 10,000,000 records replayed; 31,000,000 entries ... loaded ... in 72s``."""
     return (
-        f"{what}: {records:,} records replayed; {members:,} board members loaded into "
-        f"Redis in {seconds:.0f}s"
+        f"{what}: {records:,} records replayed; {entries:,} entries (board members and "
+        f"hash fields) loaded into Redis in {seconds:.0f}s"
     )
 
 

@@ -248,7 +248,7 @@ class Backfill:
         self._total = plan.records
         self._started = time.monotonic()
         self._last_line = 0.0
-        #: The fold's boards going into Redis: members sent and to send, since when.
+        #: The fold going into Redis: entries sent and to send, since when.
         self._loaded = (0, 0)
         self._load_started: float | None = None
         self._load_sent_at = 0.0
@@ -451,7 +451,7 @@ class Backfill:
         line = progress_line(self._what, self._records, self._total, now - self._started)
         sent, total = self._loaded
         if self._load_started is not None and self._records >= self._total and sent < total:
-            # Every record is folded; the boards are going into Redis.
+            # Every record is folded; its entries are going into Redis.
             elapsed = now - self._load_started
             line = load_line(self._what, self._records, sent, total, elapsed)
         if self._records > self._total:  # past the planned end: the records since the start

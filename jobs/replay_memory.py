@@ -521,7 +521,7 @@ def _chunks(items: list[Any], size: int) -> Iterable[list[Any]]:
         yield items[at : at + size]
 
 
-#: ``(members sent, members to load)`` as a load's boards go out.
+#: ``(entries sent, entries to load)`` as a load goes out: board members and hash fields.
 LoadProgress = Callable[[int, int], None]
 
 
@@ -532,23 +532,32 @@ def load(client: RedisClient, ks: Keyspace, progress: LoadProgress | None = None
     so the processes insert into the same board at about the same time, each in
     score order: Redis walks one skip list, near where it just inserted, rather
     than two at once (which cost it more ``ZADD`` time when tried).
-    ``progress`` hears of the board members sent, every :data:`LOAD_CHUNK`.
+    ``progress`` hears of the entries sent (board members and hash fields),
+    after each hash and every :data:`LOAD_CHUNK` members of a board.
     """
     ks.now_ms = int(time.time() * 1000)
     trips = _Trips(client)
     # (alive() deletes a due key: every walk here is over a copy of the names.)
     boards = [k for k in sorted(ks.zsets) if k not in ks.derived and ks.alive(k)]
-    total = sum(len(ks.zsets[k]) for k in boards)
-    if progress is not None:
-        progress(0, total)
-    written = _load_small(trips, ks)
+    hashes = [k for k in list(ks.hashes) if ks.alive(k)]
+    total = sum(len(ks.zsets[k]) for k in boards) + sum(len(ks.hashes[k]) for k in hashes)
     sent = 0
+
+    def went(entries: int) -> None:
+        nonlocal sent
+        sent += entries
+        if progress is not None:
+            progress(sent, total)
+
+    went(0)
+    for key in list(ks.sets):
+        if ks.alive(key):
+            trips.add("SADD", key, *ks.sets[key])
+    for key in hashes:  # the dedupe ids, counters and metadata, then the boards
+        went(_load_hash(trips, key, ks))
     for key in boards:
         for chunk in _load_board(trips, key, ks):
-            sent += chunk
-            if progress is not None:
-                progress(sent, total)
-    written += sent
+            went(chunk)
     trips.flush()
     for key, at_ms in list(ks.expires.items()):
         if ks.alive(key):
@@ -556,15 +565,7 @@ def load(client: RedisClient, ks: Keyspace, progress: LoadProgress | None = None
             trips.add("PEXPIREAT", key, at_ms, "NX")
             trips.add("PEXPIREAT", key, at_ms, "GT")
     trips.flush()
-    return written
-
-
-def _load_small(trips: _Trips, ks: Keyspace) -> int:
-    """The sets and hashes; returns their fields."""
-    for key in list(ks.sets):
-        if ks.alive(key):
-            trips.add("SADD", key, *ks.sets[key])
-    return sum(_load_hash(trips, key, ks) for key in list(ks.hashes) if ks.alive(key))
+    return sent
 
 
 def _load_board(trips: _Trips, key: str, ks: Keyspace) -> Iterator[int]:

@@ -89,8 +89,8 @@ def replay_part(
 ) -> BoardPlanner:
     """Replay ``part``'s ranges into its staging namespace; returns the planner used.
 
-    ``progress(records)`` after each round; ``loading(members sent, members to
-    load)`` while the fold's boards go into Redis.
+    ``progress(records)`` after each round; ``loading(entries sent, entries to
+    load)`` while the fold goes into Redis.
     """
     if planner is None:
         # A part's partitions are its own and the staging namespace was just dropped.
@@ -150,7 +150,7 @@ def _worker(
     """A worker process: replay, then report ``("ok", records)`` or ``("error", line)``.
 
     ``counts[index]`` holds its records so far; ``loads[2 index]`` and
-    ``loads[2 index + 1]`` the board members it sent and has to send.
+    ``loads[2 index + 1]`` the entries its load sent and has to send.
     """
     _die_with_parent(parent)
     # Ctrl-C (or a SIGTERM to the process group) reaches every worker too: the
@@ -186,7 +186,7 @@ def run_parts(
 ) -> int:
     """Replay every part in its own process; ``progress(records so far)`` about once a second.
 
-    ``loading(members sent, members to load)`` follows, summed over the parts
+    ``loading(entries sent, entries to load)`` follows, summed over the parts
     whose fold has started its load.
 
     Returns the records replayed. A failed worker stops the others and raises

@@ -171,15 +171,18 @@ def test_lb_rebuild_folds_and_matches_the_oracle(
     assert lb(["run", "--until-end"], env, timeout=300).returncode == 0
     done = lb(["rebuild", "--processes", "2"], env, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
-    # The fold's load is reported once it is done: every board member the namespace holds.
-    loaded = re.search(r"; ([\d,]+) board members loaded into Redis in \d+s$", done.stderr, re.M)
+    # The fold's load is reported once it is done: the board members the namespace holds
+    # and the fields of its hashes (those the cut-over and the live job write too).
+    loaded = re.search(r"; ([\d,]+) entries \(board members and hash fields\) loaded", done.stderr)
     assert loaded is not None, done.stderr[-3000:]
-    members = sum(
-        int(redis_client.zcard(key))
-        for key in redis_client.scan_iter(match=f"{namespace}:*", count=1000)
-        if redis_client.type(key) == b"zset"
-    )
-    assert int(loaded.group(1).replace(",", "")) == members > 0
+    members = fields = 0
+    for key in redis_client.scan_iter(match=f"{namespace}:*", count=1000):
+        kind = redis_client.type(key)
+        if kind == b"zset":
+            members += int(redis_client.zcard(key))
+        elif kind == b"hash":
+            fields += int(redis_client.hlen(key))
+    assert 0 < members < int(loaded.group(1).replace(",", "")) <= members + fields
     verify(stream.records, redis_client, namespace, kafka_bootstrap, topic, "")
     checked = lb(["verify"], env, timeout=240)
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
@@ -236,11 +239,13 @@ def test_boards_load_the_same_packed_by_lb_native_or_in_python(
         def hear(sent: int, total: int, heard: list[tuple[int, int]] = heard) -> None:
             heard.append((sent, total))
 
-        assert load(redis_client, ks, hear) == 19_001
+        ks.hash(f"{namespace}~{engine}:h").update({b"a": b"1", b"b": b"2"})
+        assert load(redis_client, ks, hear) == 19_003
         got[engine] = snapshot(redis_client, f"{namespace}~{engine}", bags=False)
-        # Members sent, every 5,000 of a board (boards by name: big, ints, one).
-        sent = [0, 5_000, 10_000, 12_000, 17_000, 19_000, 19_001]
-        assert heard == [(n, 19_001) for n in sent], engine
+        # Entries sent: the hash's two fields, then every 5,000 members of a board
+        # (boards by name: big, ints, one).
+        sent = [0, 2, 5_002, 10_002, 12_002, 17_002, 19_002, 19_003]
+        assert heard == [(n, 19_003) for n in sent], engine
     assert got["native"] == got["python"]
     assert len(got["native"][":big"][0]) == 12_000
 

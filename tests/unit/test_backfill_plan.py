@@ -93,15 +93,16 @@ def test_progress_line_has_rate_left_and_eta() -> None:
     assert progress_line("x", 0, 10, 0.0).endswith("ETA ?")
 
 
-def test_the_load_line_says_the_records_are_done_and_the_boards_are_going_in() -> None:
+def test_the_load_line_says_the_records_are_done_and_the_fold_is_going_in() -> None:
     line = load_line("lb rebuild", 10_000_000, 12_000_000, 30_000_000, 30.0)
     assert line == (
-        "lb rebuild: 10,000,000 records replayed; loading the boards into Redis: "
-        "12,000,000/30,000,000 members (400,000/s), ETA 45s"
+        "lb rebuild: 10,000,000 records replayed; loading into Redis: "
+        "12,000,000/30,000,000 entries (400,000/s), ETA 45s"
     )
     assert load_line("x", 1, 0, 10, 0.0).endswith("ETA ?")
     assert loaded_line("lb rebuild", 10, 30, 71.6) == (
-        "lb rebuild: 10 records replayed; 30 board members loaded into Redis in 72s"
+        "lb rebuild: 10 records replayed; 30 entries (board members and hash fields) "
+        "loaded into Redis in 72s"
     )
 
 
