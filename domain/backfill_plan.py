@@ -177,11 +177,16 @@ def staging_namespace(live: str, kind: str, key: Sequence[str] = ()) -> str:
     return f"{live}~{kind}-{digest}"
 
 
-def progress_line(what: str, done: int, total: int, elapsed_s: float) -> str:
-    """``lb backfill: 1,200,000/3,000,000 records (85,000/s), 1,800,000 left, ETA 21s``."""
+def _pace(done: int, total: int, elapsed_s: float) -> tuple[float, int, str]:
+    """Rate per second, what is left, and the ETA text (``?`` before any rate)."""
     rate = done / elapsed_s if elapsed_s > 0 else 0.0
     left = max(total - done, 0)
-    eta = f"{left / rate:.0f}s" if rate > 0 else "?"
+    return rate, left, f"{left / rate:.0f}s" if rate > 0 else "?"
+
+
+def progress_line(what: str, done: int, total: int, elapsed_s: float) -> str:
+    """``lb backfill: 1,200,000/3,000,000 records (85,000/s), 1,800,000 left, ETA 21s``."""
+    rate, left, eta = _pace(done, total, elapsed_s)
     return f"{what}: {done:,}/{total:,} records ({rate:,.0f}/s), {left:,} left, ETA {eta}"
 
 
@@ -193,9 +198,7 @@ def load_line(what: str, records: int, sent: int, total: int, elapsed_s: float) 
     the end (the dedupe ids, counters and metadata, then the board members), for a
     minute or more at 10M players, while its record count stands still.
     """
-    rate = sent / elapsed_s if elapsed_s > 0 else 0.0
-    left = max(total - sent, 0)
-    eta = f"{left / rate:.0f}s" if rate > 0 else "?"
+    rate, _, eta = _pace(sent, total, elapsed_s)
     return (
         f"{what}: {records:,} records replayed; loading into Redis: "
         f"{sent:,}/{total:,} entries ({rate:,.0f}/s), ETA {eta}"
