@@ -52,6 +52,7 @@ from bench.common import (
     publish,
     run_id,
     service_cpu_s,
+    session_cpu_s,
     table,
 )
 from bench.formatting import fmt_int
@@ -170,6 +171,16 @@ def _ms(values: list[float]) -> dict[str, Any]:
     }
 
 
+def _baseline_cells(size: dict[str, Any]) -> list[str]:
+    """Cores and µs per event of the live job, Kafka and Redis in the baseline phase."""
+    base = size.get("baseline_cpu", {})
+    cores, per_event = base.get("cores", {}), base.get("us_per_event", {})
+    return [
+        "n/a" if cores.get(name) is None else f"{cores[name]} ({fmt_int(per_event[name])})"
+        for name in ("job", "kafka", "redis")
+    ]
+
+
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value * 1000, 1)
 
@@ -226,6 +237,24 @@ def _side_run(
     return {"seconds": round(seconds, 2), "report": report, "cpu": cpu}
 
 
+def _baseline_cpu(scratch: Scratch, live: Job, args: argparse.Namespace) -> dict[str, Any]:
+    """Cores the live job, Redis and Kafka use for the steady load alone, and per event."""
+    before = {"job": session_cpu_s(live.proc.pid), **service_cpu_s(scratch.settings, scratch.redis)}
+    started = time.monotonic()
+    time.sleep(args.baseline_s)
+    seconds = time.monotonic() - started
+    after = {"job": session_cpu_s(live.proc.pid), **service_cpu_s(scratch.settings, scratch.redis)}
+    cores = cpu_delta(before, after, seconds)
+    events_per_s = args.rate + 1 / PROBE_EVERY_S
+    per_event = {
+        name: None if used is None else round(used * 1e6 / events_per_s)
+        for name, used in cores.items()
+        if name != "machine"
+    }
+    log(f"the live job alone: cores {cores}, CPU µs per event {per_event}")
+    return {"cores": cores, "us_per_event": per_event}
+
+
 def _one_size(
     scratch: Scratch, settings: Settings, players: int, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -248,7 +277,7 @@ def _one_size(
     board = f"{namespace}:{{{GAME}}}:alltime"
     load = Load(settings, topic, board, scratch.redis, players, args.rate)
     load.start()
-    time.sleep(args.baseline_s)
+    baseline = _baseline_cpu(scratch, live, args)
     runs = []
     for command, extra, processes in _commands(args.processes):
         load.phase = _phase(command, processes)
@@ -278,6 +307,7 @@ def _one_size(
         "produced": produced,
         "live_load_per_s": args.rate,
         "live_records": load.sent,
+        "baseline_cpu": baseline,
         "runs": runs,
         "freshness": {phase: _ms(v) for phase, v in load.latencies.items()},
         "stats": stats,
@@ -343,6 +373,15 @@ def markdown(summary: dict[str, Any]) -> str:
         rows,
     )
     fresh = table(["players", "phase", "probes", "p50 ms", "p99 ms", "max ms"], fresh_rows)
+    idle = table(
+        [
+            "players",
+            "live job cores (µs/event)",
+            "Kafka cores (µs/event)",
+            "Redis cores (µs/event)",
+        ],
+        [[fmt_int(size["players"]), *_baseline_cells(size)] for size in summary["sizes"]],
+    )
     largest = max(size["players"] for size in summary["sizes"])
     rate = min(
         run["report"]["records_replayed"] / run["report"]["seconds"]
@@ -383,6 +422,11 @@ Freshness of the live job (probe produce call to visible on the all-time board, 
 every {int(POLL_S * 1000)} ms), alone and while each command ran beside it:
 
 {fresh}
+
+What the steady load alone costs (the baseline phase, before any command; µs per
+event of the load and the probes):
+
+{idle}
 {not_run}"""
 
 

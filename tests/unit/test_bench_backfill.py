@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.backfill import last_report
+from bench.backfill import _baseline_cells, last_report
 
 REPORT = '{"namespace": "lb", "mode": "replace", "records_replayed": 10, "seconds": 1.5}'
 
@@ -24,3 +24,14 @@ def test_the_report_is_found_before_the_lines_printed_after_it() -> None:
 def test_a_log_without_a_report_says_how_it_ends() -> None:
     with pytest.raises(SystemExit, match=r"no JSON report (?s:.*)ETA 0s"):
         last_report("lb rebuild: 10/10 records (5/s), 0 left, ETA 0s\n")
+
+
+def test_the_baseline_row_shows_cores_and_cpu_per_event_or_says_what_was_not_measured() -> None:
+    size = {
+        "baseline_cpu": {
+            "cores": {"job": 0.29, "kafka": None, "redis": 0.12, "machine": 0.8},
+            "us_per_event": {"job": 284, "kafka": None, "redis": 118},
+        }
+    }
+    assert _baseline_cells(size) == ["0.29 (284)", "n/a", "0.12 (118)"]
+    assert _baseline_cells({}) == ["n/a", "n/a", "n/a"]
