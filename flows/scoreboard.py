@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from types import FrameType
 
 import bytewax.operators as op
-from bytewax.dataflow import Dataflow
+from bytewax.dataflow import Dataflow, Stream
 from bytewax.inputs import Source
 from bytewax.outputs import Sink
 
@@ -41,7 +41,7 @@ from schemas.profile_codec import ProfileCodec
 from sinks.boards import RedisBoardSink, ResumeFromRedis
 from sinks.dead_letters import DeadLetterSink, check_transactions
 from sinks.profiles import RedisProfileSink, ResumeProfiles
-from sources.kafka_source import ScoreTopicSource, StopSignal
+from sources.kafka_source import ScoreTopicSource, StopSignal, TopicInput
 from telemetry import derive, hooks, job, watchdog
 
 log = logging.getLogger(__name__)
@@ -93,9 +93,10 @@ def _checked(
 
 @dataclass(frozen=True)
 class ProfileParts:
-    """The second input: the profiles topic, its checks, its Redis and dead-letter sinks."""
+    """The profiles topic's steps: its checks, its Redis and dead-letter sinks."""
 
-    source: Source[RecordBatch]
+    #: The profiles topic: the one source reads it beside the scores (see ScoreTopicSource).
+    topic: str
     check: Callable[[RecordBatch], ProfileBatch]
     profiles: Sink[ProfileBatch]
     dead_letters: Sink[CheckedBatch] | None
@@ -116,20 +117,23 @@ def wire(
     """
     flow = Dataflow(FLOW_ID)
     batches = op.input("score_events", flow, source)
+    if profiles is not None:
+        # One input for both topics, so their epochs step together.
+        topic = profiles.topic
+        split = op.branch("by_topic", batches, lambda batch: batch.topic != topic)
+        batches = split.trues
+        wire_profiles(split.falses, profiles)
     # RecordBatch(topic, partition, records=(SourceRecord(offset, ts, key, value), ...))
     checked = op.map("validate", batches, hooks.timed("validate", validate))
     # CheckedBatch(accepted=(Accepted(offset, event, game, windows), ...), dead=(DeadLetter, ...))
     if dead_letters is not None:
         op.output("dead_letters", checked, dead_letters)
     op.output("boards", checked, boards)
-    if profiles is not None:
-        wire_profiles(flow, profiles)
     return flow
 
 
-def wire_profiles(flow: Dataflow, parts: ProfileParts) -> None:
+def wire_profiles(batches: Stream[RecordBatch], parts: ProfileParts) -> None:
     """Profiles topic -> checked batches -> profile buckets in Redis, refused -> dead letters."""
-    batches = op.input("player_profiles", flow, parts.source)
     # RecordBatch(topic, partition, records=(SourceRecord(offset, ts, key, value or None), ...))
     checked = op.map("check_profiles", batches, parts.check)
     # ProfileBatch(changes=(ProfileChange(offset, playerId, Profile or None), ...), dead=(...))
@@ -172,8 +176,8 @@ def _profile_parts(
     until_end: bool,
     stop: StopSignal,
     fence: Callable[[], int] | None,
-) -> ProfileParts | None:
-    """The profiles input when its topic exists (``lb run`` creates it), else None."""
+) -> tuple[TopicInput, ProfileParts] | None:
+    """The profiles topic's input and steps when it exists (``lb run`` creates it), else None."""
     if settings.profiles_topic not in topics:
         log.info("no profiles topic %r: pages carry no profiles", settings.profiles_topic)
         return None
@@ -191,15 +195,8 @@ def _profile_parts(
     def redis() -> RedisClient:
         return job_redis_client(settings)
 
-    source = ScoreTopicSource(
-        settings.kafka_config(),
-        settings.profiles_topic,
-        batch_ms=settings.batch_ms,
-        batch_max=settings.batch_max,
-        until_end=until_end,
-        stop=stop,
-        rewinds=rewinds,
-        resume=ResumeProfiles(redis, target, retry),
+    topic = TopicInput(
+        settings.profiles_topic, ResumeProfiles(redis, target, retry), rewinds=rewinds
     )
     letters = (
         DeadLetterSink(
@@ -215,7 +212,7 @@ def _profile_parts(
     )
     check = ProfileValidator(ProfileCodec.from_registry().decode, config.keyring).check_batch
     sink = RedisProfileSink(redis, target, retry, rewinds, stopping=stop.is_set)
-    return ProfileParts(source, check, sink, letters)
+    return topic, ProfileParts(settings.profiles_topic, check, sink, letters)
 
 
 def build(
@@ -254,6 +251,9 @@ def build(
     def redis() -> object:
         return job_redis_client(settings)
 
+    profiles = _profile_parts(
+        settings, config, topics, dead_letters, target, until_end, stop, fence
+    )
     source = ScoreTopicSource(
         settings.kafka_config(),
         settings.topic,
@@ -264,6 +264,7 @@ def build(
         rewinds=rewinds,
         resume=ResumeFromRedis(redis, target, retry),
         tick_ms=settings.heal_check_s * 1000,
+        also=[profiles[0]] if profiles is not None else [],
     )
     letters = (
         DeadLetterSink(
@@ -292,10 +293,7 @@ def build(
         fence=fence,
         games=config.catalog.lookup,
     )
-    profiles = _profile_parts(
-        settings, config, topics, dead_letters, target, until_end, stop, fence
-    )
-    flow = wire(source, validator.check_batch, boards, letters, profiles)
+    flow = wire(source, validator.check_batch, boards, letters, profiles[1] if profiles else None)
     # The flow is built once per worker process, before it consumes anything.
     tune_for_streaming()
     return flow

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -215,8 +216,27 @@ class _PartitionReader(StatefulSourcePartition[RecordBatch, int]):
         self._consumer.close()
 
 
+@dataclass(frozen=True)
+class TopicInput:
+    """A further topic one :class:`ScoreTopicSource` reads beside its own."""
+
+    topic: str
+    resume: ResumeAdvisor | None = None
+    rewinds: Rewinds = field(default_factory=Rewinds)
+    tick_ms: int | None = None
+
+
 class ScoreTopicSource(FixedPartitionedSource[RecordBatch, int]):
-    """Every partition of ``topic``, read in time-bounded batches."""
+    """Every partition of ``topic`` (and of each topic in ``also``), read in time-bounded batches.
+
+    Why one source for several topics: Bytewax lets a source partition read
+    only once the whole dataflow has finished that partition's previous epoch,
+    and each input steps its partitions' epochs on its own. Two inputs drift
+    apart during a long catch-up, after which the partitions a step ahead read
+    once per epoch. One input steps every partition in the same activation.
+    A further topic's partitions are named ``<topic>:<partition>``; the own
+    topic's keep their plain numbers, so its snapshots carry over.
+    """
 
     def __init__(
         self,
@@ -230,8 +250,10 @@ class ScoreTopicSource(FixedPartitionedSource[RecordBatch, int]):
         rewinds: Rewinds | None = None,
         resume: ResumeAdvisor | None = None,
         tick_ms: int | None = None,
+        also: Sequence[TopicInput] = (),
     ) -> None:
         self._config = dict(config)
+        self._also = {t.topic: t for t in also}
         self._tick_ms = tick_ms
         self._rewinds = rewinds or Rewinds()
         self._resume = resume
@@ -242,22 +264,31 @@ class ScoreTopicSource(FixedPartitionedSource[RecordBatch, int]):
         self._stop = stop or StopSignal()
 
     def list_parts(self) -> list[str]:
-        return [str(p) for p in topic_partitions(self._config, self._topic)]
+        own = [str(p) for p in topic_partitions(self._config, self._topic)]
+        return own + [
+            f"{topic}:{p}" for topic in self._also for p in topic_partitions(self._config, topic)
+        ]
 
     def build_part(self, step_id: str, for_part: str, resume_state: int | None) -> _PartitionReader:
-        partition = int(for_part)
+        topic, _, number = for_part.rpartition(":")
+        partition = int(number)
+        spec = (
+            self._also[topic]
+            if topic
+            else TopicInput(self._topic, self._resume, self._rewinds, self._tick_ms)
+        )
         start = resume_state
-        if self._resume is not None:
-            start = self._resume(self._topic, partition, resume_state)
+        if spec.resume is not None:
+            start = spec.resume(spec.topic, partition, resume_state)
         return _PartitionReader(
             self._config,
-            self._topic,
+            spec.topic,
             partition,
             start,
             self._batch_ms,
             self._batch_max,
             self._until_end,
             self._stop,
-            self._rewinds,
-            self._tick_ms,
+            spec.rewinds,
+            spec.tick_ms,
         )

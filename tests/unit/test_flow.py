@@ -18,12 +18,14 @@ from bytewax.testing import TestingSink, TestingSource, run_main
 
 from domain.games import GameCatalog
 from domain.outcomes import DeadLetterCode
+from domain.profile_batches import ProfileBatch, ProfileValidator
 from domain.records import CheckedBatch, RecordBatch, SourceRecord
 from domain.signing import parse_keyring, signed_event
 from domain.validation import Validator
-from flows.scoreboard import wire
+from flows.scoreboard import ProfileParts, wire
 from schemas.codec import ScoreEventCodec
 from schemas.decode_verify import decode_verifier
+from schemas.profile_codec import ProfileCodec
 
 KEYRING = parse_keyring("k1:" + "11" * 32)
 CATALOG = GameCatalog.from_toml('[games."g"]\nmax_score = 1000\n')
@@ -88,3 +90,40 @@ def test_without_a_dead_letter_sink_the_boards_still_see_every_batch() -> None:
     batches = [RecordBatch("scores", 0, (SourceRecord(0, TS, b"x", b"junk"),))]
     run_main(wire(TestingSource(batches), validator.check_batch, TestingSink(boards), None))
     assert [(len(b.accepted), len(b.dead)) for b in boards] == [(0, 1)]
+
+
+def test_one_input_carries_both_topics_and_each_batch_reaches_its_own_steps() -> None:
+    """The profiles topic shares the scores' input (epochs step together); a branch splits it."""
+    validator = Validator(CATALOG, decode_verifier(KEYRING, engine="python"))
+    profile_check = ProfileValidator(ProfileCodec.from_registry().decode, KEYRING).check_batch
+    boards: list[CheckedBatch] = []
+    letters: list[CheckedBatch] = []
+    profiles: list[ProfileBatch] = []
+    profile_letters: list[CheckedBatch] = []
+    batches = [
+        RecordBatch("scores", 0, (_record(0, "ada", 300),)),
+        RecordBatch("scores.profiles", 0, (SourceRecord(4, TS, b"ada", b"not a profile"),)),
+        RecordBatch("scores", 1, (_record(7, "bob", 20),)),
+    ]
+    parts = ProfileParts(
+        "scores.profiles", profile_check, TestingSink(profiles), TestingSink(profile_letters)
+    )
+    run_main(
+        wire(
+            TestingSource(batches),
+            validator.check_batch,
+            TestingSink(boards),
+            TestingSink(letters),
+            parts,
+        )
+    )
+
+    assert [(b.topic, b.partition, b.last_offset) for b in boards] == [
+        ("scores", 0, 0),
+        ("scores", 1, 7),
+    ]
+    assert letters == boards
+    assert [(p.topic, p.last_offset, len(p.dead)) for p in profiles] == [("scores.profiles", 4, 1)]
+    assert [(p.topic, [d.record.offset for d in p.dead]) for p in profile_letters] == [
+        ("scores.profiles", [4])
+    ]
