@@ -6,10 +6,10 @@ goes through a Python-level type check before hiredis packs it (the board
 writes carry ~25 arguments per event), and a pipeline holding a script asks
 ``SCRIPT EXISTS`` in an extra round trip on every ``execute``. Here hiredis
 (the protocol library redis-py itself uses) packs each command in one C call,
-the commands go out in one write on a pooled connection, and the replies are
-read back in order with redis-py's own parser; a script is loaded once and
-again only when Redis answers ``NOSCRIPT`` (after a restart or a
-``SCRIPT FLUSH``).
+the commands go out in one socket write (each long one in a write of its own)
+on a pooled connection, and the replies are read back in order with redis-py's
+own parser; a script is loaded once and again only when Redis answers
+``NOSCRIPT`` (after a restart or a ``SCRIPT FLUSH``).
 
 A pace (``writes_in_flight``) bounds how many script calls (``EVALSHA``)
 and long commands (over :data:`LONG_COMMAND` arguments: a batch's
@@ -51,10 +51,37 @@ Call = tuple[Sequence[str], Sequence[Any]]
 #: call; shorter ones (a ``GET``, the progress ``HSET``) ride along unpaced.
 LONG_COMMAND = 64
 
+#: A packed command this long goes out as it is; shorter ones are joined into
+#: one buffer first. redis-py's ``send_packed_command`` makes one ``sendall``
+#: per buffer it is given, so a round of 5,000 short reads (a replayed
+#: history's dedupe lookups) would otherwise cost 5,000 system calls in the
+#: job and as many socket reads in Redis; a long one (a replay load's
+#: ``ZADD`` of thousands of members) is not worth copying.
+JOIN_BELOW = 64 * 1024
+
 
 def paced(command: Words) -> bool:
     """Whether ``command`` counts against the pace: a script call or a long command."""
     return command[0] == "EVALSHA" or len(command) > LONG_COMMAND
+
+
+def writes(ready: list[bytes]) -> list[bytes]:
+    """``ready``'s packed commands as socket writes: short ones joined (:data:`JOIN_BELOW`)."""
+    if len(ready) == 1:
+        return ready
+    out: list[bytes] = []
+    run: list[bytes] = []
+    for packed in ready:
+        if len(packed) < JOIN_BELOW:
+            run.append(packed)
+            continue
+        if run:
+            out.append(b"".join(run))
+            run = []
+        out.append(packed)
+    if run:
+        out.append(b"".join(run))
+    return out
 
 
 class RawPipeline:
@@ -141,7 +168,7 @@ class RawPipeline:
         return reply
 
     def _pump(self, conn: Any) -> None:
-        """Send the backlog's head up to the pace, in one socket write."""
+        """Send the backlog's head up to the pace, its short commands in one socket write."""
         ready: list[bytes] = []
         backlog, out = self._backlog, self._out
         while backlog:
@@ -155,7 +182,7 @@ class RawPipeline:
         if ready:
             # No health check (a PING) while replies are unread: it would
             # read one of them as its PONG.
-            conn.send_packed_command(ready, check_health=len(out) == len(ready))
+            conn.send_packed_command(writes(ready), check_health=len(out) == len(ready))
 
     def _release(self) -> None:
         if self._held is not None:

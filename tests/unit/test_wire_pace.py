@@ -12,11 +12,15 @@ import hiredis
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sinks.wire import RawPipeline
+from sinks.wire import JOIN_BELOW, RawPipeline, writes
 
 
 class FakeConnection:
-    """Answers each command with its packed bytes; tracks the script calls out at once."""
+    """Answers each command with its packed bytes; tracks the script calls out at once.
+
+    Like redis-py's connection, each buffer ``send_packed_command`` is given is
+    one socket write (a ``sendall``); a buffer may hold several commands.
+    """
 
     def __init__(self) -> None:
         self.unanswered: deque[bytes] = deque()
@@ -26,9 +30,11 @@ class FakeConnection:
 
     def send_packed_command(self, packed: list[bytes], check_health: bool) -> None:
         assert not check_health or not self.unanswered, "a health check behind unread replies"
-        self.sends += 1
-        self.commands += len(packed)
-        self.unanswered.extend(packed)
+        for buffer in packed:
+            self.sends += 1
+            commands = _split(buffer)
+            self.commands += len(commands)
+            self.unanswered.extend(commands)
         counted = sum(_counts(p) for p in self.unanswered)
         self.most_writes_out = max(self.most_writes_out, counted)
 
@@ -37,6 +43,16 @@ class FakeConnection:
 
     def disconnect(self) -> None:
         self.unanswered.clear()
+
+
+def _split(buffer: bytes) -> list[bytes]:
+    """The commands a socket write holds, each packed again on its own."""
+    reader = hiredis.Reader()
+    reader.feed(buffer)
+    out: list[bytes] = []
+    while (parts := reader.gets()) is not False:
+        out.append(hiredis.pack_command(tuple(parts)))
+    return out
 
 
 def _counts(packed: bytes) -> bool:
@@ -116,3 +132,13 @@ def test_a_paced_round_of_one_call_after_another_sends_each_behind_the_last_repl
     ]
     # the read left behind the last call, in one more socket write
     assert conn.sends == 5
+
+
+def test_short_commands_share_a_socket_write_and_a_long_one_goes_alone_uncopied() -> None:
+    short = [hiredis.pack_command(("GET", f"k{i}")) for i in range(3)]
+    long = hiredis.pack_command(("ZADD", "board", *["1", "m" * 100] * 700))
+    assert len(long) >= JOIN_BELOW
+    out = writes([short[0], short[1], long, short[2]])
+    assert out == [short[0] + short[1], long, short[2]]
+    assert out[1] is long
+    assert writes([short[0]]) == [short[0]]
