@@ -481,5 +481,6 @@ class BoardPlanner:
                 tournament=tournament,
                 attempts_key="" if tournament is None else keys.attempts(tournament.name),
                 entries_key="" if tournament is None else keys.entries(tournament.name),
+                codec=codec,
             )
         return board

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from domain.games import GameConfig
 from domain.keys import game_of_tag
 from domain.planner.model import (
     UNKNOWN,
+    Board,
     Change,
     EntryMetadata,
     GroupWrite,
@@ -63,7 +65,7 @@ def emit(fold: Fold, write: GroupWrite, plan: WritePlan, changes: bool, game: Ga
             {w: v for w, v in mine.items() if v != UNKNOWN} if retracted else mine
         )
     if changes or game.teams is not None:
-        found = group_changes(game, initial, working)
+        found = group_changes(game, initial, working, fold.boards)
         if changes:
             write.changes = found
         if game.teams is not None and found:
@@ -123,11 +125,14 @@ def group_changes(
     game: GameConfig,
     initial: dict[str, dict[str, int | None]],
     working: dict[str, dict[str, int | None]],
+    boards: Mapping[str, Board] | None = None,
 ) -> list[Change]:
     """The members whose value a group write changes, with decoded scores.
 
     Kept apart from the fold so live pushes add no work to its hot loop: it
     walks the same before/after values the zadd/zrem lists come from, once.
+    ``boards`` (the fold's, by window id) carry their codecs; a window without
+    one (a RETRACT's, from the registry) has its id parsed by the game.
     """
     codecs: dict[str, tuple[TieCodec, int]] = {}
     out: list[Change] = []
@@ -142,7 +147,10 @@ def group_changes(
                 continue
             known = codecs.get(window_id)
             if known is None:
-                codec = game.codec(game.window(window_id))
+                board = boards.get(window_id) if boards else None
+                codec = board.codec if board is not None and board.codec is not None else None
+                if codec is None:
+                    codec = game.codec(game.window(window_id))
                 known = codecs[window_id] = (codec, codec.slots)
             codec, size = known
             out.append(

@@ -18,6 +18,7 @@ from domain.operators import apply_composite
 from domain.outcomes import COUNTERS as COUNTERS
 from domain.planner.dedupe import Token
 from domain.records import Accepted
+from domain.scoring import TieCodec
 from domain.teams import TeamAggregate, TeamKeys
 
 #: Counter names kept in ``meta:stats`` (written in the same transaction as the boards):
@@ -49,6 +50,8 @@ class Board:
     tournament: Tournament | None = None
     attempts_key: str = ""
     entries_key: str = ""
+    #: The board's composite encoding (None: ask the game), for the change stream's scores.
+    codec: TieCodec | None = None
 
 
 @dataclass
