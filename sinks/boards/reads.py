@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from adapters.redis import text
@@ -12,6 +13,15 @@ from domain.planner import LookupResults, Lookups
 #: commands, so a reader of the same Redis waits behind none of them for long.
 READ_CHUNK = 1000
 
+#: A dedupe lookup of at most this many fields goes with its neighbours in one
+#: :data:`READ_BAGS` call when reads are batched (a replayed history's lookups:
+#: thousands of keys, a field or two each); a longer one is an ``HMGET`` of its own.
+SHORT_READ = 8
+
+#: Several keys' ``HMGET`` in one call (``read_bags.lua``), sent by ``EVAL``: the
+#: source rides along (Redis caches it by its hash), so no ``NOSCRIPT`` can arise.
+READ_BAGS = Path(__file__).with_name("read_bags.lua").read_text()
+
 
 def _spans(items: Sequence[str | bytes]) -> list[Sequence[str | bytes]]:
     """``items`` in runs of at most :data:`READ_CHUNK` (one read command each)."""
@@ -20,21 +30,54 @@ def _spans(items: Sequence[str | bytes]) -> list[Sequence[str | bytes]]:
     return [items[at : at + READ_CHUNK] for at in range(0, len(items), READ_CHUNK)]
 
 
+def _seen_commands(
+    seen: Sequence[tuple[str, Sequence[str | bytes]]], batched: bool
+) -> list[tuple[Any, ...]]:
+    """The dedupe lookups' commands; each answers its fields' values in order.
+
+    ``batched``: runs of short lookups (:data:`SHORT_READ`) share a
+    :data:`READ_BAGS` call of up to :data:`READ_CHUNK` fields, a command and
+    a reply instead of one per key (a standalone Redis; a cluster routes each
+    key by itself).
+    """
+    out: list[tuple[Any, ...]] = []
+    keys: list[str] = []
+    counts: list[int] = []
+    fields: list[str | bytes] = []
+    for key, ids in seen:
+        if batched and len(ids) <= SHORT_READ:
+            keys.append(key)
+            counts.append(len(ids))
+            fields += ids
+            if len(fields) < READ_CHUNK:
+                continue
+        if keys:  # the run so far goes first: the values keep the lookups' order
+            out.append(("EVAL", READ_BAGS, len(keys), *keys, *counts, *fields))
+            keys, counts, fields = [], [], []
+        if not batched or len(ids) > SHORT_READ:
+            out += [("HMGET", key, *s) for s in _spans(ids)]
+    if keys:
+        out.append(("EVAL", READ_BAGS, len(keys), *keys, *counts, *fields))
+    return out
+
+
 def read_commands(
     many: Sequence[Lookups],
     progress: Sequence[tuple[str, dict[str, int]]],
     audit: Sequence[tuple[str, str]],
+    batched: bool = False,
 ) -> list[tuple[Any, ...]]:
     """A round trip's commands: progress writes, the lookups, the audited watermarks.
 
     :func:`parse_reads` takes their replies in the same order and chunking.
+    ``batched``: short dedupe lookups share script calls (:func:`_seen_commands`).
     """
     out: list[tuple[Any, ...]] = []
     for key, fields in progress:
         out.append(("HSET", key, *(x for pair in fields.items() for x in pair)))
     for lookups in many:
         out += [("HGET", key, name) for key, name in lookups.watermarks]
-        out += [("HMGET", key, *s) for key, ids in lookups.seen for s in _spans(ids)]
+        out += _seen_commands(lookups.seen, batched)
         out += [("ZMSCORE", key, *s) for key, ps in lookups.scores for s in _spans(ps)]
         out += [("SMEMBERS", key) for key in lookups.registries]
         out += [("HMGET", key, *s) for key, names in lookups.counts for s in _spans(names)]
@@ -62,8 +105,17 @@ def parse_reads(
         for value in answers[at : at + len(lookups.watermarks)]:
             got.watermarks.append(None if value is None else int(value))
         at += len(lookups.watermarks)
+        # Raw: ids' record times, or fingerprint bags. Each command answers its
+        # fields in order, whatever its chunking: take replies until every field has one.
+        need = sum(len(ids) for _, ids in lookups.seen)
+        values: list[Any] = []
+        while len(values) < need:
+            values += answers[at]
+            at += 1
+        start = 0
         for _, ids in lookups.seen:
-            got.seen.append(joined(ids))  # raw: ids' record times, or fingerprint bags
+            got.seen.append(values[start : start + len(ids)])
+            start += len(ids)
         for _, players in lookups.scores:
             # Doubles arrive as text (RESP2); composites stay below 2**53, exact.
             got.scores.append([None if v is None else float(v) for v in joined(players)])

@@ -262,10 +262,9 @@ class RedisBoardStore:
         writes acknowledged in earlier rounds, so sending them ahead of this
         round's reads keeps them behind the writes they describe.
         """
-        queued = read_commands(many, progress, audit)
-
         inflight = self._inflight
         wire = self._wire
+        queued = read_commands(many, progress, audit, batched=wire is not None)
         written: list[int] | None = None
 
         def attempt() -> list[Any]:
