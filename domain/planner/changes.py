@@ -148,7 +148,7 @@ def group_changes(
             known = codecs.get(window_id)
             if known is None:
                 board = boards.get(window_id) if boards else None
-                codec = board.codec if board is not None and board.codec is not None else None
+                codec = board.codec if board is not None else None
                 if codec is None:
                     codec = game.codec(game.window(window_id))
                 known = codecs[window_id] = (codec, codec.slots)

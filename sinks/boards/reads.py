@@ -44,20 +44,25 @@ def _seen_commands(
     keys: list[str] = []
     counts: list[int] = []
     fields: list[str | bytes] = []
+
+    def flush() -> None:  # the run so far, ahead of what follows: values keep their order
+        if keys:
+            out.append(("EVAL", READ_BAGS, len(keys), *keys, *counts, *fields))
+            keys.clear()
+            counts.clear()
+            fields.clear()
+
     for key, ids in seen:
         if batched and len(ids) <= SHORT_READ:
             keys.append(key)
             counts.append(len(ids))
-            fields += ids
-            if len(fields) < READ_CHUNK:
-                continue
-        if keys:  # the run so far goes first: the values keep the lookups' order
-            out.append(("EVAL", READ_BAGS, len(keys), *keys, *counts, *fields))
-            keys, counts, fields = [], [], []
-        if not batched or len(ids) > SHORT_READ:
-            out += [("HMGET", key, *s) for s in _spans(ids)]
-    if keys:
-        out.append(("EVAL", READ_BAGS, len(keys), *keys, *counts, *fields))
+            fields.extend(ids)
+            if len(fields) >= READ_CHUNK:
+                flush()
+            continue
+        flush()
+        out += [("HMGET", key, *s) for s in _spans(ids)]
+    flush()
     return out
 
 
