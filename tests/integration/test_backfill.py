@@ -173,6 +173,15 @@ def _exit_code(proc: subprocess.Popen[str], timeout_s: float) -> int:
         raise AssertionError(f"no exit in {timeout_s:g} s; its stderr:\n{err[-8000:]}") from None
 
 
+def _kernel_lines(pid: int) -> str:
+    """What the kernel logged about process ``pid`` (a segfault's faulting library), if readable."""
+    try:
+        log = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return "".join(f"\nkernel: {line}" for line in log.splitlines() if f"[{pid}]" in line)
+
+
 def test_dry_run_prints_the_plan_and_ctrl_c_drops_the_staging_keys(
     kafka_bootstrap: str, topic: str, namespace: str, redis_client: RedisClient, tmp_path: Path
 ) -> None:
@@ -208,7 +217,8 @@ def test_dry_run_prints_the_plan_and_ctrl_c_drops_the_staging_keys(
     proc.send_signal(signal.SIGINT)
     code = _exit_code(proc, 60)
     rest = proc.stderr.read()
-    assert code == 130, "".join(lines) + rest[-6000:]  # on a crash: its Python stacks
+    # On a crash: its Python stacks, and the kernel's line naming the library that faulted.
+    assert code == 130, "".join(lines) + rest[-6000:] + _kernel_lines(proc.pid)
     assert "(most recent call first):" in rest and "lb/cli.py" in rest, rest[-3000:]
     _no_staging(redis_client, namespace)
     assert read_boards(redis_client, namespace) == live
