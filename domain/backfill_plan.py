@@ -213,6 +213,22 @@ def loaded_line(what: str, records: int, entries: int, seconds: float) -> str:
     )
 
 
+#: Records left behind the live head under which a replay process stops following
+#: it (its fold then loads): the parent's catch-up, through Redis, reads the rest.
+FOLLOW_MIN_RECORDS = 2_000
+#: Times a replay process reads up to the head at most; each pass reads what
+#: arrived during the one before, so they shrink fast.
+FOLLOW_PASSES = 5
+
+
+def behind(ends: Mapping[int, int], heads: Mapping[int, int]) -> dict[int, tuple[int, int]]:
+    """Per partition of ``ends`` (next offsets to read), its ``(first, last)`` up to the head.
+
+    Partitions at their head are left out; so are those ``heads`` does not name.
+    """
+    return {p: (end, heads[p] - 1) for p, end in ends.items() if heads.get(p, end) > end}
+
+
 def through_offsets(ranges: Mapping[int, tuple[int, int]]) -> dict[int, int]:
     """The last offset of each partition the replay has read (``end - 1``)."""
     return {p: end - 1 for p, (_, end) in ranges.items()}

@@ -246,6 +246,8 @@ class Backfill:
         self._done: set[str] = set()
         self._records = 0
         self._total = plan.records
+        #: Partition -> the next offset to read: the planned ends until a replay went further.
+        self._ends = {p: end for p, (_, end) in plan.ranges.items()}
         self._started = time.monotonic()
         self._last_line = 0.0
         #: The fold going into Redis: entries sent and to send, since when.
@@ -305,7 +307,8 @@ class Backfill:
                 self._records = base + records
                 self._line()
 
-            run_parts(parts, self._tools, progress, self._loading)
+            _, ends = run_parts(parts, self._tools, progress, self._loading)
+            self._ends.update(ends)
             self._loaded_line()
             # The processes wrote players this planner never saw: read them from now on.
             self._planner = BoardPlanner(
@@ -320,7 +323,7 @@ class Backfill:
             self._planner.assume(_watermarks(self._client, self._staging))
             return
         for part in parts:
-            self._planner = replay_part(
+            replayed = replay_part(
                 part,
                 self._client,
                 self._log,
@@ -329,6 +332,8 @@ class Backfill:
                 self._planner,
                 self._loading,
             )
+            self._planner = replayed.planner
+            self._ends.update(replayed.ends)
         self._loaded_line()
 
     def _count(self, records: int) -> None:
@@ -371,7 +376,8 @@ class Backfill:
     def _follow_and_replace(self, report: BackfillReport) -> None:
         """From the planned ends, tail the log and cut over group by group.
 
-        One consumer reads on from where the planned ranges end, so a cut-over is
+        One consumer reads on from where the replay stopped (the planned ends, or
+        further where its processes followed the head), so a cut-over is
         tried as soon as the replay is at the head, with ``through`` the last
         offset read of each partition (:func:`jobs.cutover.replace_group`).
         A group the live job is as far as or further than is tried again after
@@ -381,7 +387,7 @@ class Backfill:
         tail = Tail(
             self._log_config,
             self._plan.topic,
-            {p: (end, end) for p, (_, end) in self._plan.ranges.items()},
+            {p: (end, end) for p, end in self._ends.items()},
         )
         first_try: float | None = None
         try:

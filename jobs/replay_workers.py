@@ -7,9 +7,11 @@ its own planner, as ``lb run --processes N`` writes the live keys. Shared
 group keys are written only by commutative or per-partition commands (the
 counters, the window registry, the dedupe ids of the partition's own events,
 the partition's own watermark field), and every write is one atomic Lua call.
-Each worker replays its partitions' planned ranges to their ends and exits;
-the parent then carries on alone (following the live head, cutting over),
-its planner reading from Redis what the workers left.
+Each worker replays its partitions' planned ranges to their ends (in replace
+mode on to the head, as long as a fair number of records arrived meanwhile:
+:func:`follow_head`), loads its fold and exits with the offsets it reached; the
+parent then carries on alone from there (following the live head, cutting
+over), its planner reading from Redis what the workers left.
 
 Workers are started with the spawn method (no Kafka or Redis connection is
 inherited) and ask the kernel to kill them when their parent dies
@@ -25,7 +27,7 @@ import functools
 import multiprocessing
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any, cast
@@ -35,7 +37,13 @@ from adapters.redis import RedisClient
 from config.clients import game_catalog, quiet_kafka_config, redis_client
 from config.heap import tune_for_streaming
 from config.settings import Settings
-from domain.backfill_plan import BackfillPlan, expiry_floor
+from domain.backfill_plan import (
+    FOLLOW_MIN_RECORDS,
+    FOLLOW_PASSES,
+    BackfillPlan,
+    behind,
+    expiry_floor,
+)
 from domain.erasure import is_erasure
 from domain.errors import ServiceError
 from domain.keys import group_tag
@@ -72,6 +80,15 @@ class Part:
     memory_members: int = MEMORY_MEMBERS
 
 
+@dataclass(frozen=True)
+class Replayed:
+    """What a part's replay leaves: its planner, and where it stopped reading."""
+
+    planner: BoardPlanner
+    #: Partition -> the next offset to read (the planned end, or further: :func:`follow_head`).
+    ends: dict[int, int]
+
+
 def raise_expiries(floor_s: int, plan: WritePlan) -> None:
     """Fill mode: a rebuilt window lives at least until ``floor_s`` (an audit reads it)."""
     for write in plan.groups:
@@ -86,8 +103,8 @@ def replay_part(
     progress: Callable[[int], None],
     planner: BoardPlanner | None = None,
     loading: LoadProgress | None = None,
-) -> BoardPlanner:
-    """Replay ``part``'s ranges into its staging namespace; returns the planner used.
+) -> Replayed:
+    """Replay ``part``'s ranges into its staging namespace (on to the head if the plan follows it).
 
     ``progress(records)`` after each round; ``loading(entries sent, entries to
     load)`` while the fold goes into Redis.
@@ -125,15 +142,50 @@ def replay_part(
         if part.expiry_floor_s is None
         else functools.partial(raise_expiries, part.expiry_floor_s)
     )
-    inclusive = {p: (first, end - 1) for p, (first, end) in part.ranges.items()}
-    for batches in log.rounds(inclusive):
-        apply_round(
-            batches, validator, planner, store, keep if plan.games else None, part.staging, adjust
-        )
-        progress(sum(len(batch.records) for batch in batches))
+
+    def fold(inclusive: dict[int, tuple[int, int]]) -> None:
+        for batches in log.rounds(inclusive):
+            apply_round(
+                batches,
+                validator,
+                planner,
+                store,
+                keep if plan.games else None,
+                part.staging,
+                adjust,
+            )
+            progress(sum(len(batch.records) for batch in batches))
+
+    fold({p: (first, end - 1) for p, (first, end) in part.ranges.items()})
+    ends = {p: end for p, (_, end) in part.ranges.items()}
+    if plan.follow:
+        follow_head(ends, log.ends, fold)
     if folding is not None:
         folding.finish()
-    return planner
+    return Replayed(planner, ends)
+
+
+def follow_head(
+    ends: dict[int, int],
+    heads: Callable[[], Mapping[int, int]],
+    fold: Callable[[dict[int, tuple[int, int]]], None],
+) -> None:
+    """Fold what was written past ``ends`` since the plan was made; ``ends`` moves along.
+
+    A replace-mode replay ends at the live head. Records written while a
+    process folded its planned ranges are folded here too, in memory and at
+    the fold's pace, before the load, rather than by the parent's catch-up,
+    which reads every player from Redis (its planner never saw them) at a
+    fraction of that pace and, at 10M players, would start several minutes
+    of records behind. A few passes, until fewer than
+    :data:`~domain.backfill_plan.FOLLOW_MIN_RECORDS` are behind.
+    """
+    for _ in range(FOLLOW_PASSES):
+        todo = behind(ends, heads())
+        if sum(last - first + 1 for first, last in todo.values()) < FOLLOW_MIN_RECORDS:
+            return
+        fold(todo)
+        ends.update((p, last + 1) for p, (_, last) in todo.items())
 
 
 def _die_with_parent(parent: int) -> None:
@@ -147,7 +199,7 @@ def _die_with_parent(parent: int) -> None:
 def _worker(
     part: Part, tools: Tools, counts: Any, loads: Any, conn: Connection, parent: int
 ) -> None:
-    """A worker process: replay, then report ``("ok", records)`` or ``("error", line)``.
+    """A worker process: replay, then report ``("ok", (records, ends))`` or ``("error", line)``.
 
     ``counts[index]`` holds its records so far; ``loads[2 index]`` and
     ``loads[2 index + 1]`` the entries its load sent and has to send.
@@ -170,8 +222,8 @@ def _worker(
     try:
         client, log, validator = tools()
         tune_for_streaming()
-        replay_part(part, client, log, validator, progress, loading=loading)
-        conn.send(("ok", done))
+        replayed = replay_part(part, client, log, validator, progress, loading=loading)
+        conn.send(("ok", (done, replayed.ends)))
     except Exception as exc:  # reported by the parent as one line
         conn.send(("error", str(exc) or type(exc).__name__))
     finally:
@@ -183,13 +235,14 @@ def run_parts(
     tools: Tools,
     progress: Callable[[int], None],
     loading: LoadProgress | None = None,
-) -> int:
+) -> tuple[int, dict[int, int]]:
     """Replay every part in its own process; ``progress(records so far)`` about once a second.
 
     ``loading(entries sent, entries to load)`` follows, summed over the parts
     whose fold has started its load.
 
-    Returns the records replayed. A failed worker stops the others and raises
+    Returns the records replayed and, per partition, the next offset to read
+    (:attr:`Replayed.ends`). A failed worker stops the others and raises
     :class:`ServiceError` naming it; so does any exception here (Ctrl-C), after
     every worker is gone, so the caller may drop the staging namespace safely.
     """
@@ -212,6 +265,7 @@ def run_parts(
             procs.append(proc)
             conns[mine] = part
         total = 0
+        ends: dict[int, int] = {}
         while conns:
             for ready in wait(list(conns), timeout=1.0):
                 conn = cast(Connection, ready)
@@ -224,11 +278,13 @@ def run_parts(
                     raise ServiceError(
                         f"replay worker {part.index} (partitions {sorted(part.ranges)}): {value}"
                     )
-                total += int(value)
+                records, reached = value
+                total += int(records)
+                ends.update(reached)
             progress(sum(counts))
             if loading is not None and any(loads[1::2]):
                 loading(sum(loads[0::2]), sum(loads[1::2]))
-        return total
+        return total, ends
     finally:
         for proc in procs:
             if proc.is_alive():

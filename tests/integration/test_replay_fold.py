@@ -11,6 +11,7 @@ independent oracle and ``lb verify``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import random
@@ -23,7 +24,7 @@ import pytest
 
 from adapters.redis import RedisClient, text
 from config.settings import Settings
-from domain.backfill_plan import split_ranges
+from domain.backfill_plan import BackfillPlan, Mode, split_ranges
 from domain.errors import ServiceError
 from domain.planner import MAX_UPDATES, BoardPlanner
 from domain.planner.dedupe import FIELD_BYTES
@@ -37,6 +38,7 @@ from tests.faults.harness import verify
 from tests.integration.streams import (
     DEDUPE_HORIZON_MS,
     GAMES_TOML,
+    Stream,
     generate,
     job_env,
     lb,
@@ -106,21 +108,35 @@ def _replay(
     processes: int,
     memory: int,
     cache: int = 2_000_000,
-) -> dict[str, Any]:
+    plan: BackfillPlan | None = None,
+) -> tuple[dict[str, Any], dict[int, int]]:
+    """The namespace a replay of ``plan`` (the whole topic) leaves, and where it stopped."""
     client, log, validator = replay_tools(settings, topic)
     drop_namespace(client, namespace)
-    plan = make_plan(log, topic, (), None, None)
+    if plan is None:
+        plan = make_plan(log, topic, (), None, None)
     parts = [
         Part(i, ranges, plan, namespace, DEDUPE_HORIZON_MS, cache, None, memory)
         for i, ranges in enumerate(split_ranges(plan.ranges, processes))
     ]
     if processes == 1:
-        replay_part(parts[0], client, log, validator, lambda _: None)
+        ends = replay_part(parts[0], client, log, validator, lambda _: None).ends
     else:
-        run_parts(parts, functools.partial(replay_tools, settings, topic), lambda _: None)
+        tools = functools.partial(replay_tools, settings, topic)
+        _, ends = run_parts(parts, tools, lambda _: None)
     got = snapshot(client, namespace, bags=processes > 1)
     drop_namespace(client, namespace)
-    return got
+    return got, ends
+
+
+def _produced(
+    kafka_bootstrap: str, topic: str, namespace: str, tmp_path: Path, stream: Stream
+) -> Settings:
+    """``stream`` in ``topic``; the settings of a replay of it with this module's games."""
+    produce(kafka_bootstrap, topic, stream.records)
+    games = tmp_path / "games.toml"
+    games.write_text(_games())
+    return Settings.from_env(job_env(topic, namespace, tmp_path / "state", games))
 
 
 @pytest.mark.parametrize("processes", [1, 2])
@@ -128,22 +144,45 @@ def test_the_fold_leaves_every_key_as_the_group_writes_do(
     kafka_bootstrap: str, topic: str, namespace: str, tmp_path: Path, processes: int
 ) -> None:
     stream = generate(seed=61, count=4000, metadata_ratio=0.3, erasures=0.01)
-    produce(kafka_bootstrap, topic, stream.records)
-    games = tmp_path / "games.toml"
-    games.write_text(_games())
-    settings = Settings.from_env(job_env(topic, namespace, tmp_path / "state", games))
-    written = _replay(settings, topic, f"{namespace}~lua", processes, 0)
-    folded = _replay(settings, topic, f"{namespace}~fold", processes, MEMORY_MEMBERS)
+    settings = _produced(kafka_bootstrap, topic, namespace, tmp_path, stream)
+    written, _ = _replay(settings, topic, f"{namespace}~lua", processes, 0)
+    folded, _ = _replay(settings, topic, f"{namespace}~fold", processes, MEMORY_MEMBERS)
     # A planner cache that evicts at once: the fold says which values it lacks.
-    evicting = _replay(settings, topic, f"{namespace}~evicting", processes, MEMORY_MEMBERS, 8)
+    evicting, _ = _replay(settings, topic, f"{namespace}~evicting", processes, MEMORY_MEMBERS, 8)
     # A bound the fold passes after its first round: it loads, then writes through Redis.
-    handed_on = _replay(settings, topic, f"{namespace}~handed", processes, 50)
+    handed_on, _ = _replay(settings, topic, f"{namespace}~handed", processes, 50)
     assert any(":meta:dense:n:" in key for key in written)
     assert any(":meta:entry:" in key for key in written)
     assert any(":meta:seen:" in key for key in written)
     assert_same(folded, written)
     assert_same(evicting, written)
     assert_same(handed_on, written)
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_replay_folds_the_records_written_after_its_plan_before_it_loads(
+    kafka_bootstrap: str, topic: str, namespace: str, tmp_path: Path, processes: int
+) -> None:
+    # 3,000 records per process past a plan made at half the topic: over
+    # FOLLOW_MIN_RECORDS, so each process folds them itself.
+    stream = generate(seed=64, count=12_000, metadata_ratio=0.2)
+    settings = _produced(kafka_bootstrap, topic, namespace, tmp_path, stream)
+    _, log, _ = replay_tools(settings, topic)
+    whole = make_plan(log, topic, (), None, None)
+    early = dataclasses.replace(
+        whole, ranges={p: (a, a + (end - a) // 2) for p, (a, end) in whole.ranges.items()}
+    )
+    assert whole.follow and 2 * early.records <= whole.records
+    full, full_ends = _replay(settings, topic, f"{namespace}~full", processes, MEMORY_MEMBERS)
+    followed, ends = _replay(
+        settings, topic, f"{namespace}~early", processes, MEMORY_MEMBERS, plan=early
+    )
+    assert ends == full_ends == log.ends()
+    assert_same(followed, full)  # boards, dedupe ids, counters and watermarks
+    # A fill (a bounded range) stops where its plan does.
+    bounded = dataclasses.replace(early, follow=False, mode=Mode.FILL)
+    _, stopped = _replay(settings, topic, f"{namespace}~fill", processes, 0, plan=bounded)
+    assert stopped == {p: end for p, (_, end) in early.ranges.items()}
 
 
 def test_the_fold_lifts_the_planners_write_bound_and_gives_it_back_when_it_hands_on(
