@@ -205,6 +205,47 @@ def load_line(what: str, records: int, sent: int, total: int, elapsed_s: float) 
     )
 
 
+@dataclass(frozen=True)
+class Loading:
+    """A fold going into Redis: entries sent and to send, seconds since it started."""
+
+    sent: int
+    total: int
+    elapsed_s: float
+
+
+def status_line(
+    what: str,
+    records: int,
+    planned: int,
+    elapsed_s: float,
+    loading: Loading | None = None,
+    waited_s: float | None = None,
+    strict_for_s: float = 0.0,
+) -> str:
+    """The line a replay prints now, the most specific first.
+
+    At the live head (``waited_s`` there, for the cut-overs, up to
+    ``strict_for_s``); loading a fold once every planned record is folded,
+    whether or not its processes read on past the plan; past the plan (the
+    records written since it was made); else the records against the plan.
+    """
+    if waited_s is not None:
+        return (
+            f"{what}: {records:,} records replayed, at the live head: cutting over, waiting "
+            f"for the live job to pass the new watermarks ({waited_s:.0f}s of up to "
+            f"{strict_for_s:g}s, then behind it)"
+        )
+    if loading is not None and records >= planned and loading.sent < loading.total:
+        return load_line(what, records, loading.sent, loading.total, loading.elapsed_s)
+    if records > planned:
+        return (
+            f"{what}: {records:,} records replayed, {planned:,} planned and "
+            f"{records - planned:,} written since; catching up with the live head"
+        )
+    return progress_line(what, records, planned, elapsed_s)
+
+
 def loaded_line(what: str, records: int, entries: int, seconds: float) -> str:
     """``lb rebuild: 10,000,000 records replayed; 31,000,000 entries ... loaded ... in 72s``."""
     return (

@@ -33,13 +33,13 @@ from adapters.redis import RedisClient, text
 from domain.backfill_plan import (
     BackfillPlan,
     Bound,
+    Loading,
     Mode,
-    load_line,
     loaded_line,
     mode_of,
-    progress_line,
     resolve_range,
     split_ranges,
+    status_line,
 )
 from domain.erasure import is_erasure
 from domain.errors import ConfigError
@@ -374,7 +374,7 @@ class Backfill:
     # -- replace: catch up with the live head, cut over group by group -----------------
 
     def _follow_and_replace(self, report: BackfillReport) -> None:
-        """From the planned ends, tail the log and cut over group by group.
+        """From where the replay stopped, tail the log and cut over group by group.
 
         One consumer reads on from where the replay stopped (the planned ends, or
         further where its processes followed the head), so a cut-over is
@@ -454,24 +454,19 @@ class Backfill:
         if self._out is None or (not force and now - self._last_line < 1.0):
             return
         self._last_line = now
-        line = progress_line(self._what, self._records, self._total, now - self._started)
         sent, total = self._loaded
-        if self._load_started is not None and self._records >= self._total and sent < total:
-            # Every record is folded; its entries are going into Redis.
-            elapsed = now - self._load_started
-            line = load_line(self._what, self._records, sent, total, elapsed)
-        if self._records > self._total:  # past the planned end: the records since the start
-            line = (
-                f"{self._what}: {self._records:,} records replayed, {self._total:,} planned and "
-                f"{self._records - self._total:,} written since; catching up with the live head"
-            )
-        if at_head_since is not None:  # replayed; now waiting for the cut-overs
-            waited = now - at_head_since
-            line = (
-                f"{self._what}: {self._records:,} records replayed, at the live head: cutting "
-                f"over, waiting for the live job to pass the new watermarks ({waited:.0f}s of "
-                f"up to {self._strict_for_s:g}s, then behind it)"
-            )
+        loading = (
+            None if self._load_started is None else Loading(sent, total, now - self._load_started)
+        )
+        line = status_line(
+            self._what,
+            self._records,
+            self._total,
+            now - self._started,
+            loading,
+            None if at_head_since is None else now - at_head_since,
+            self._strict_for_s,
+        )
         print(line, file=self._out, flush=True)
 
 

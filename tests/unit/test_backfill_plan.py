@@ -7,6 +7,7 @@ import pytest
 from domain.backfill_plan import (
     BackfillPlan,
     Bound,
+    Loading,
     Mode,
     expiry_floor,
     load_line,
@@ -17,6 +18,7 @@ from domain.backfill_plan import (
     resolve_range,
     split_ranges,
     staging_namespace,
+    status_line,
 )
 from domain.errors import ConfigError
 
@@ -103,6 +105,31 @@ def test_the_load_line_says_the_records_are_done_and_the_fold_is_going_in() -> N
     assert loaded_line("lb rebuild", 10, 30, 71.6) == (
         "lb rebuild: 10 records replayed; 30 entries (board members and hash fields) "
         "loaded into Redis in 72s"
+    )
+
+
+def test_the_status_line_says_what_the_replay_is_doing_now() -> None:
+    what, planned = "lb rebuild", 10_000
+    loading = Loading(sent=2_000, total=8_000, elapsed_s=2.0)
+    # Still folding the plan (another process may have started its load): records.
+    assert status_line(what, 9_000, planned, 3.0, loading) == progress_line(
+        what, 9_000, planned, 3.0
+    )
+    # Every planned record folded, the load going in: the load, even when the
+    # processes read on past the plan before they loaded.
+    for records in (planned, planned + 2_500):
+        assert status_line(what, records, planned, 3.0, loading) == load_line(
+            what, records, 2_000, 8_000, 2.0
+        )
+    # Loaded, the parent reading on to the head: the records written since the plan.
+    done = Loading(sent=8_000, total=8_000, elapsed_s=9.0)
+    assert status_line(what, planned + 2_500, planned, 3.0, done) == (
+        "lb rebuild: 12,500 records replayed, 10,000 planned and 2,500 written since; "
+        "catching up with the live head"
+    )
+    assert status_line(what, planned + 2_500, planned, 3.0, done, 1.4, 5.0) == (
+        "lb rebuild: 12,500 records replayed, at the live head: cutting over, waiting for "
+        "the live job to pass the new watermarks (1s of up to 5s, then behind it)"
     )
 
 
