@@ -67,7 +67,7 @@ def workload_rows(summaries: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     times) far more than on its size, so the best shape alone would flatter.
     """
     shapes = [
-        (s["args"].get("workload", "zipf"), s["jobs"]["1"], s["jobs"]["2"])
+        (s["args"].get("workload", "zipf"), s["jobs"]["1"], s["jobs"]["2"], s.get("redis_floor"))
         for s in summaries
         if s.get("jobs")
     ]
@@ -76,7 +76,7 @@ def workload_rows(summaries: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     by_two = sorted(shapes, key=lambda item: item[2]["steady_eps"] or 0)
     worst, best = by_two[0][0], by_two[-1][0]
     rows = []
-    for name, one, two in shapes:
+    for name, one, two, floor in shapes:
         tag = " (worst)" if name == worst else " (best)" if name == best else ""
         cpu = [_cpu(run) for run in two.get("runs", [])]
         rows.append(
@@ -85,10 +85,21 @@ def workload_rows(summaries: Sequence[Mapping[str, Any]]) -> list[list[str]]:
                 f"workload `{name}`{tag}: the job, 1 / 2 processes (steady)",
                 f"{_eps(one['steady_eps'])} / {_eps(two['steady_eps'])}",
                 "job CPU per event, 2 processes: "
-                + (", ".join(cpu) if cpu and all(c != "-" for c in cpu) else "-"),
+                + (", ".join(cpu) if cpu and all(c != "-" for c in cpu) else "-")
+                + _redis_vs_floor(two.get("runs", []), floor),
             ]
         )
     return rows
+
+
+def _redis_vs_floor(runs: Sequence[Mapping[str, Any]], floor: Mapping[str, Any] | None) -> str:
+    """Redis' time per event of the 2-process runs beside the shape's floor (``bench.ingest``)."""
+    spent = [run.get("redis_main_us_per_event") for run in runs]
+    if floor is None or not spent or any(value is None for value in spent):
+        return ""
+    least = floor["redis_main_us_per_event"]
+    shown = ", ".join(f"{value:.1f}" for value in spent)
+    return f"; Redis {shown} us per event, its floor {least:.1f} us"
 
 
 def _cpu(run: Mapping[str, Any]) -> str:

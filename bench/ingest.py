@@ -15,6 +15,9 @@ Usage (from the repository root)::
    Then the *Redis ceiling*: the same loop sends every valid event's three
    window updates, uncoalesced, as pipelined multi-element ``ZADD GT`` (one
    pipeline per ``LB_BATCH_MAX`` events): the most "write every event" can do.
+   Then the *Redis floor*: the whole topic, and per ``LB_BATCH_MAX`` valid events
+   only the members whose value rises, once, as plain ``ZADD`` (``bench.board_floor``):
+   Redis' own time for the least a job could send it, beside each job run's.
 3. *Stages*: the job's per-batch work (the same ``Validator``, ``BoardPlanner``
    and ``RedisBoardStore``) in one thread without Bytewax, timed stage by stage
    over the first ``--stage-events`` records, with a ``cProfile`` of the same
@@ -63,6 +66,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from adapters.redis import RedisClient
+from bench.board_floor import BestBoards, Updates
 from bench.common import (
     ROOT,
     CpuWindow,
@@ -383,6 +387,68 @@ def _redis_ceiling(
     return out
 
 
+#: Members per ``ZADD`` of the floor run (the job's own chunk inside its script).
+FLOOR_CHUNK = 1000
+
+
+def _redis_floor(
+    scratch: Scratch, settings: Settings, topic: str, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Redis' own time for the board members the whole stream changes, and nothing else.
+
+    The shape's floor (:mod:`bench.board_floor`): per ``LB_BATCH_MAX`` valid
+    events, each changed member once as plain pipelined ``ZADD`` into fresh
+    boards, as the job's runs start; no script, dedupe ids, counters or
+    watermarks. Read every record (no time bound): inserts cost more as the
+    sets grow, so a prefix would understate it. Per event = per record read,
+    as the job runs count it.
+    """
+    namespace = scratch.namespace(f"{scratch.prefix}-redis-floor")
+    updates = _window_updates(settings, namespace)
+    boards = BestBoards()
+    client = scratch.redis
+    batch: list[Updates] = []
+    sent = {"members": 0, "commands": 0}
+
+    def flush() -> None:
+        pipe = client.pipeline(transaction=False)
+        for key, members in boards.changes(batch).items():
+            flat = [item for member, value in members.items() for item in (value, member)]
+            for at in range(0, len(flat), 2 * FLOOR_CHUNK):
+                pipe.execute_command("ZADD", key, *flat[at : at + 2 * FLOOR_CHUNK])
+                sent["commands"] += 1
+            sent["members"] += len(members)
+        pipe.execute()
+        batch.clear()
+
+    def handle(value: bytes) -> None:
+        found = updates(value)
+        if found is not None:
+            batch.append(found)
+            if len(batch) >= settings.batch_max:
+                flush()
+
+    before = redis_time(client)
+    out = _consume(settings, client, topic, args.events, float("inf"), handle, "redis floor")
+    if batch:
+        flush()
+    spent = redis_spent(before, redis_time(client))
+    records = out["records"] or 1
+    out.update(
+        batch_max=settings.batch_max,
+        members=sent["members"],
+        zadd_commands=sent["commands"],
+        redis_main_us_per_event=round(1e6 * spent["main_thread_s"] / records, 2),
+        redis_zadd_us_per_event=round(1e6 * spent["commands_s"].get("zadd", 0.0) / records, 2),
+    )
+    log(
+        f"redis floor: {sent['members']:,} members; Redis main thread "
+        f"{out['redis_main_us_per_event']} us per event ({out['redis_zadd_us_per_event']} in ZADD)"
+    )
+    scratch.drop_namespace(namespace)
+    return out
+
+
 def _stages(
     scratch: Scratch, settings: Settings, topic: str, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -682,6 +748,29 @@ def _others(result: dict[str, Any]) -> str:
     return "others' CPU unknown" if other is None else f"others used {other} cores"
 
 
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:g} us"
+
+
+def _floor_note(floor: dict[str, Any] | None) -> str:
+    """What the Redis floor row measures (nothing for a run made before it existed)."""
+    if floor is None:
+        return ""
+    return f"""The *Redis floor* reads the whole topic and sends Redis only what a writer
+that already knew every board value would have to: per batch of {floor["batch_max"]:,} valid
+events, each member whose value rises, once, as plain `ZADD` into fresh boards (no script, no
+dedupe ids, no counters, no watermarks). Its figure is Redis' main thread per record read,
+the measure of the job runs' "Redis us per event" column below.
+"""
+
+
+def _vs_floor(value: float | None, floor: float | None) -> str:
+    """Redis' time per event of a job run, and how many times the shape's floor it is."""
+    if value is None:
+        return "-"
+    return f"{value:g}" + ("" if not floor else f" ({fmt_ratio(value / floor)})")
+
+
 def markdown(summary: dict[str, Any]) -> str:
     """The benchmark's section of docs/BENCHMARKS.md, from its JSON summary."""
     args = summary["args"]
@@ -727,6 +816,19 @@ def markdown(summary: dict[str, Any]) -> str:
             f"{redis_ceiling['zadd_commands']:,} `ZADD` commands; {_others(redis_ceiling)}",
         ]
     )
+    floor = summary.get("redis_floor")
+    if floor is not None:
+        rows.append(
+            [
+                "Redis floor: only the members the stream changes, once per batch, plain `ZADD`",
+                "-",
+                "-",
+                "-",
+                f"Redis {_us(floor['redis_main_us_per_event'])} per event "
+                f"({_us(floor['redis_zadd_us_per_event'])} in `ZADD`): {floor['members']:,} "
+                f"members in {floor['zadd_commands']:,} commands for {floor['records']:,} records",
+            ]
+        )
     stages = summary["stages"]
     rows.append(
         [
@@ -760,6 +862,7 @@ def markdown(summary: dict[str, Any]) -> str:
         rows,
     )
     run_rows = []
+    floor_us = floor["redis_main_us_per_event"] if floor is not None else None
     for run in one["runs"] + two["runs"]:
         services = run["service_cpu_cores"]
         run_rows.append(
@@ -773,6 +876,7 @@ def markdown(summary: dict[str, Any]) -> str:
                 f"{run.get('job_cpu_us_per_event', '-')} / "
                 f"{run.get('job_steady_cpu_us_per_event') or '-'}",
                 f"{services['redis']}",
+                _vs_floor(run.get("redis_main_us_per_event"), floor_us),
                 f"{services['kafka']}",
                 f"{run.get('other_cpu_cores')}",
                 f"{services['machine']}",
@@ -790,6 +894,7 @@ def markdown(summary: dict[str, Any]) -> str:
             "job CPU (cores)",
             "job CPU us per event (whole run / steady)",
             "Redis CPU",
+            "Redis us per event (x its floor)",
             "Kafka CPU",
             "other processes' CPU",
             "whole machine",
@@ -831,7 +936,7 @@ spell of the shared machine hits every contender of a round; each reference run 
 after {args["ref_seconds"]:g} s or {args["ref_events"]:,} records. The reference updater
 does no dedupe, no dead letters and no exactly-once bookkeeping. "Others used N cores" is
 the machine's busy time not spent by the benchmark, Redis or Kafka during that measurement.
-
+{_floor_note(floor)}
 Where the time goes, per job run (CPU = average cores busy over the run's wall time, of
 {summary["machine"]["nproc"]}; Redis and Kafka are shared services, so their figures include
 any other load; "other processes" is the machine's busy time minus the job, Redis, Kafka
@@ -887,6 +992,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"produced in {produced['seconds']} s ({produced['rate']:,}/s): {produced['expected']}")
         ceiling = _ceiling(settings, topic, args)
         redis_ceiling = _redis_ceiling(scratch, settings, topic, args)
+        redis_floor = _redis_floor(scratch, settings, topic, args)
         stages = _stages(scratch, settings, topic, args)
         runs: dict[str, list[dict[str, Any]]] = {"1": [], "2": []}
         references: list[dict[str, Any]] = []
@@ -929,6 +1035,7 @@ def main(argv: list[str] | None = None) -> int:
         "produced": produced,
         "ceiling": ceiling,
         "redis_ceiling": redis_ceiling,
+        "redis_floor": redis_floor,
         "reference": reference,
         "stages": stages,
         "jobs": jobs,

@@ -142,6 +142,21 @@ def test_workload_rows_name_the_worst_and_the_best_shape_by_two_processes() -> N
     assert rows[1][3] == "job CPU per event, 2 processes: 48.2 us"
 
 
+def test_workload_rows_set_redis_per_event_beside_the_shapes_floor() -> None:
+    shapes = [_shape("zipf", 40_000, 70_000, 21.5), _shape("history", 25_000, 35_000, 40.0)]
+    shapes[0]["jobs"]["2"]["runs"] = [
+        {"job_cpu_us_per_event": 21.5, "redis_main_us_per_event": 11.44},
+        {"job_cpu_us_per_event": 22.5, "redis_main_us_per_event": 12.0},
+    ]
+    shapes[0]["redis_floor"] = {"redis_main_us_per_event": 3.25}
+    zipf, history = workload_rows(shapes)
+    assert zipf[3] == (
+        "job CPU per event, 2 processes: 21.5 us, 22.5 us; "
+        "Redis 11.4, 12.0 us per event, its floor 3.2 us"
+    )
+    assert history[3] == "job CPU per event, 2 processes: 40.0 us"  # a run without the floor
+
+
 def test_one_workload_alone_adds_no_comparison_rows() -> None:
     assert workload_rows([_shape("zipf", 1, 2, 3.0)]) == []
 
