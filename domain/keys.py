@@ -124,6 +124,14 @@ class GroupKeys:
         return f"{self.prefix}meta:seen:{bucket}:{part}"
 
     @property
+    def seen_parts(self) -> str:
+        """What every :meth:`seen_part` key starts with (then ``<bucket>:<part>``).
+
+        The compiled layout (``lb_native.SeenBags``) builds the keys from it.
+        """
+        return f"{self.prefix}meta:seen:"
+
+    @property
     def boards(self) -> str:
         return f"{self.prefix}meta:boards"
 

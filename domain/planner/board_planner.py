@@ -127,7 +127,7 @@ class BoardPlanner:
         horizon = self._horizon_ms
         fresh = self._fresh
         layout = self._layout
-        token_of = layout.token
+        token_of = layout.tokenizer
         absent = self.absent
         groups = need.groups = self._groups(batch)
         for group in groups:
@@ -222,15 +222,7 @@ class BoardPlanner:
             key: (-1 if value is None else value)
             for (key, _), value in zip(lookups.watermarks, results.watermarks, strict=True)
         }
-        seen_read: dict[int, dict[Token, int]] = {}
-        stored = self._layout.stored
-        for (bucket, tokens), values in zip(lookups.seen_at, results.seen, strict=True):
-            got = seen_read.setdefault(bucket, {})
-            for token, value in zip(tokens, values, strict=True):
-                if value is not None:
-                    ts = stored(bucket, token, value)
-                    if ts is not None:
-                        got[token] = ts
+        seen_read = self._layout.found(lookups.seen_at, results.seen)
         scores_read: dict[tuple[str, str], int | None] = {}
         for (key, players), answers in zip(lookups.scores, results.scores, strict=True):
             for player, answer in zip(players, answers, strict=True):

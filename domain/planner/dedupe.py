@@ -20,13 +20,22 @@ event ids by. :class:`SeenLayout` says what a token is and where Redis keeps it:
 Two ids with the same fingerprint are one id to the rule: the later copy of
 either within the horizon is a duplicate. :func:`false_duplicates_per_day`
 gives how often that happens.
+
+The fingerprint layout's per-batch work (tokens, the lookups, what they found,
+the appends) also exists compiled, ``lb_native.SeenBags`` (``native/src/seen.rs``):
+on a replayed history a batch touches thousands of buckets, and building its
+lookups in Python cost up to 20 us per record. A layout uses it whenever it is
+built (``compiled=False``: this module's Python, the reference the compiled
+twin is tested against, answer for answer).
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from hashlib import blake2b
-from typing import cast
+from typing import Protocol, cast
 
 from domain.keys import GroupKeys
 
@@ -49,6 +58,45 @@ PLANNED_RATE = 20_000
 
 #: Bytes of the fingerprint kept in a bag entry (beside the bag number).
 FIELD_BYTES = 6
+
+
+#: ``HMGET``s (key, bag fields) and, parallel to them, the bucket and tokens each answers for.
+Asks = tuple[list[tuple[str, list[str | bytes]]], list[tuple[int, list[Token]]]]
+
+
+class CompiledBags(Protocol):
+    """``lb_native.SeenBags``: the fingerprint layout's methods, compiled (same answers)."""
+
+    def token(self, event_id: str) -> int: ...
+
+    def reads(self, prefix: str, buckets: dict[int, list[Token]]) -> Asks: ...
+
+    def found(
+        self, at: list[tuple[int, list[Token]]], values: list[list[bytes | int | None]]
+    ) -> dict[int, dict[Token, int]]: ...
+
+    def writes(
+        self, prefix: str, written: dict[int, dict[Token, int]]
+    ) -> dict[str, dict[str | bytes, int | bytes]]: ...
+
+
+def compiled_bags(horizon_ms: int, split: int, field_bytes: int, parts: int) -> CompiledBags | None:
+    """The compiled twin of a fingerprint layout, or None when ``lb_native`` is not built.
+
+    None too for a layout it cannot hold (tokens over 128 bits): the Python
+    methods serve it.
+    """
+    try:
+        module = importlib.import_module("lb_native")
+    except ImportError:
+        return None
+    make = getattr(module, "SeenBags", None)
+    if make is None:
+        return None
+    try:
+        return cast(CompiledBags, make(horizon_ms, split, field_bytes, parts))
+    except ValueError:
+        return None
 
 
 def split_for(rate: int, horizon_ms: int, fill: int = BAG_FILL) -> int:
@@ -86,6 +134,9 @@ class SeenLayout:
     #: Bags per bucket and group, a power of two; 0: the full-id layout.
     split: int
     field_bytes: int = FIELD_BYTES
+    #: Use the compiled twin (``lb_native.SeenBags``) when it is built; False:
+    #: this module's Python. The same answers either way.
+    compiled: bool = field(default=True, compare=False)
     #: The BLAKE2b digest's size in bytes, and the bits dropped from it for a token.
     _digest: int = field(init=False, repr=False, compare=False)
     _shift: int = field(init=False, repr=False, compare=False)
@@ -93,6 +144,7 @@ class SeenLayout:
     _value: int = field(init=False, repr=False, compare=False)
     _entry: int = field(init=False, repr=False, compare=False)
     _parts: int = field(init=False, repr=False, compare=False)
+    _native: CompiledBags | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.split < 0 or self.split & (self.split - 1):
@@ -107,11 +159,25 @@ class SeenLayout:
         object.__setattr__(self, "_value", value)
         object.__setattr__(self, "_entry", self.field_bytes + value)
         object.__setattr__(self, "_parts", max(1, min(PARTS, self.split)))
+        native = None
+        if self.compiled and self.split:
+            native = compiled_bags(self.horizon_ms, self.split, self.field_bytes, self._parts)
+        object.__setattr__(self, "_native", native)
 
     @classmethod
-    def sized(cls, horizon_ms: int, rate: int = PLANNED_RATE) -> SeenLayout:
+    def sized(cls, horizon_ms: int, rate: int = PLANNED_RATE, compiled: bool = True) -> SeenLayout:
         """The layout sized for ``rate`` events/s per group (``rate <= 0``: full ids)."""
-        return cls(horizon_ms, split_for(rate, horizon_ms))
+        return cls(horizon_ms, split_for(rate, horizon_ms), compiled=compiled)
+
+    @property
+    def is_compiled(self) -> bool:
+        """Whether the compiled twin serves this layout (built, and asked for)."""
+        return self._native is not None
+
+    @property
+    def tokenizer(self) -> Callable[[str], Token]:
+        """:meth:`token`, compiled when it can be: the planner calls it once per record."""
+        return self._native.token if self._native is not None else self.token
 
     @property
     def entry_bytes(self) -> int:
@@ -141,6 +207,8 @@ class SeenLayout:
         list is parallel to the first: the bucket and tokens each ``HMGET``
         answers for (:meth:`stored`).
         """
+        if self._native is not None:
+            return self._native.reads(keys.seen_parts, buckets)
         if not self.split:
             asked: dict[int, list[Token]] = {}
             for bucket, ids in buckets.items():
@@ -198,6 +266,27 @@ class SeenLayout:
             at = value.find(needle, at + 1)
         return None
 
+    def found(
+        self, at: list[tuple[int, list[Token]]], values: list[list[bytes | int | None]]
+    ) -> dict[int, dict[Token, int]]:
+        """Per bucket, token -> record time of the applied copies the lookups found.
+
+        ``at`` is :meth:`reads`' second list, ``values`` each read's answers in
+        field order (None: no such field). Every bucket asked has a dict, empty
+        when nothing was found.
+        """
+        if self._native is not None:
+            return self._native.found(at, values)
+        out: dict[int, dict[Token, int]] = {}
+        for (bucket, tokens), answers in zip(at, values, strict=True):
+            got = out.setdefault(bucket, {})
+            for token, value in zip(tokens, answers, strict=True):
+                if value is not None:
+                    ts = self.stored(bucket, token, value)
+                    if ts is not None:
+                        got[token] = ts
+        return out
+
     def writes(
         self, keys: GroupKeys, written: dict[int, dict[Token, int]]
     ) -> dict[str, dict[str | bytes, int | bytes]]:
@@ -205,6 +294,8 @@ class SeenLayout:
 
         With :attr:`appends`, each value is the entries to append to the bag.
         """
+        if self._native is not None:
+            return self._native.writes(keys.seen_parts, written)
         if not self.split:
             return {
                 keys.seen(bucket): cast("dict[str | bytes, int | bytes]", ids)

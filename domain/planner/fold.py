@@ -196,7 +196,7 @@ def fold(state: Fold, piece: list[Accepted], write: GroupWrite) -> None:
     """Fold ``piece`` into ``state``'s working values; the event ids and counters into ``write``."""
     horizon = state.horizon_ms
     working, initial = state.working, state.initial
-    tokens, token_of = state.tokens, state.layout.token
+    tokens, token_of = state.tokens, state.layout.tokenizer
     applied = noop = duplicates = saturated = 0
     last_bucket: int | None = None
     ids: dict[Token, int] = {}

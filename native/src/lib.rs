@@ -16,8 +16,10 @@
 //! classifies the outcome exactly like `schemas/codec.py` and verifies the
 //! signature exactly like `domain/signing.py`.
 //!
-//! `zadd.rs` is the other compiled piece: the replay load's `ZADD` packing.
+//! `zadd.rs` (the replay load's `ZADD` packing) and `seen.rs` (the dedupe
+//! fingerprint layout's batch work) are the other compiled pieces.
 
+mod seen;
 mod zadd;
 
 use std::collections::HashMap;
@@ -541,11 +543,14 @@ fn field_positions(schema: &Schema) -> Option<([usize; 8], Option<usize>)> {
 }
 
 /// Compiled decode + verify of score events (see `schemas/native.py`), and
-/// the replay load's `ZADD` packing (`zadd.rs`).
+/// the replay load's `ZADD` packing (`zadd.rs`), and the fingerprint dedupe
+/// layout's per-batch work (`seen.rs`).
 #[pymodule]
 mod lb_native {
     #[pymodule_export]
     use super::DecodeVerifier;
+    #[pymodule_export]
+    use super::seen::SeenBags;
     #[pymodule_export]
     use super::zadd::BoardPacker;
 }
