@@ -1,12 +1,14 @@
-"""One round trip of many commands on a standalone Redis, packed by hiredis.
+"""One round trip of many commands on a standalone Redis, each packed in one compiled call.
 
 redis-py's pipeline is the right tool almost everywhere, but on the job's hot
 path two of its costs showed in the profile: every argument of every command
 goes through a Python-level type check before hiredis packs it (the board
 writes carry ~25 arguments per event), and a pipeline holding a script asks
-``SCRIPT EXISTS`` in an extra round trip on every ``execute``. Here hiredis
-(the protocol library redis-py itself uses) packs each command in one C call,
-the commands go out in one socket write (each long one in a write of its own)
+``SCRIPT EXISTS`` in an extra round trip on every ``execute``. Here each command
+is packed in one compiled call (``lb_native.pack_command`` when it is built:
+the same bytes for about a third of the CPU per word of hiredis, the protocol
+library redis-py itself uses and the packer without it), the commands go out
+in one socket write (each long one in a write of its own)
 on a pooled connection, and the replies are read back in order with redis-py's
 own parser; a script is loaded once and again only when Redis answers
 ``NOSCRIPT`` (after a restart or a ``SCRIPT FLUSH``).
@@ -32,7 +34,7 @@ connection raises as redis-py's would and is retried by the caller.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import hiredis
@@ -40,6 +42,7 @@ import redis
 from redis.exceptions import NoScriptError, ResponseError
 
 from adapters.redis import Script
+from schemas.decode_verify import native_module
 
 #: A command's words.
 Words = Sequence[str | bytes | int | float]
@@ -47,6 +50,11 @@ Words = Sequence[str | bytes | int | float]
 Command = Words | bytes
 #: One script call: its keys and its arguments.
 Call = tuple[Sequence[str], Sequence[Any]]
+#: Packs a command's words as RESP bytes: ``lb_native``'s when it is built (the
+#: same bytes and refusals as hiredis', tests/unit/test_native_resp.py), else hiredis'.
+PACK: Callable[[tuple[Any, ...]], bytes] = getattr(
+    native_module(), "pack_command", hiredis.pack_command
+)
 #: A command with more arguments than this counts against the pace like a script
 #: call; shorter ones (a ``GET``, the progress ``HSET``) ride along unpaced.
 LONG_COMMAND = 64
@@ -126,12 +134,12 @@ class RawPipeline:
         return self._exchange(commands, read=True)
 
     def _exchange(self, commands: Sequence[Command], read: bool) -> list[Any]:
-        pack = hiredis.pack_command
+        pack = PACK
         for command in commands:
             if isinstance(command, bytes):  # packed by the caller (a replay load's ZADD)
                 self._backlog.append((command, True))
             else:
-                self._backlog.append((pack(tuple(command)), paced(command)))  # type: ignore[arg-type]
+                self._backlog.append((pack(tuple(command)), paced(command)))
         conn = self._held
         if conn is None:
             if not self._backlog:

@@ -16,9 +16,11 @@
 //! classifies the outcome exactly like `schemas/codec.py` and verifies the
 //! signature exactly like `domain/signing.py`.
 //!
-//! `zadd.rs` (the replay load's `ZADD` packing) and `seen.rs` (the dedupe
-//! fingerprint layout's batch work) are the other compiled pieces.
+//! `zadd.rs` (the replay load's `ZADD` packing), `seen.rs` (the dedupe
+//! fingerprint layout's batch work) and `resp.rs` (commands as protocol bytes)
+//! are the other compiled pieces.
 
+mod resp;
 mod seen;
 mod zadd;
 
@@ -543,12 +545,14 @@ fn field_positions(schema: &Schema) -> Option<([usize; 8], Option<usize>)> {
 }
 
 /// Compiled decode + verify of score events (see `schemas/native.py`), and
-/// the replay load's `ZADD` packing (`zadd.rs`), and the fingerprint dedupe
-/// layout's per-batch work (`seen.rs`).
+/// the replay load's `ZADD` packing (`zadd.rs`), the fingerprint dedupe
+/// layout's per-batch work (`seen.rs`) and the commands' packing (`resp.rs`).
 #[pymodule]
 mod lb_native {
     #[pymodule_export]
     use super::DecodeVerifier;
+    #[pymodule_export]
+    use super::resp::pack_command;
     #[pymodule_export]
     use super::seen::SeenBags;
     #[pymodule_export]

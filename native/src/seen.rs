@@ -36,11 +36,12 @@ pub struct SeenBags {
 }
 
 /// A token in a bucket, as `reads` orders them: neighbour bucket, part, then arrival.
+/// The token is the caller's own int object (`index` into the tokens read), not a new one.
 struct Ask {
     near: i64,
     part: u128,
     name: u128,
-    token: u128,
+    index: usize,
 }
 
 #[pymethods]
@@ -111,17 +112,23 @@ impl SeenBags {
         buckets: &Bound<'py, PyDict>,
     ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
         let mut asks: Vec<Ask> = Vec::new();
+        let mut objects: Vec<Bound<'py, PyAny>> = Vec::new();
         for (bucket, tokens) in buckets.iter() {
             let bucket: i64 = bucket.extract()?;
-            let tokens: Vec<u128> = tokens.extract()?;
+            let first = objects.len();
+            let mut bags = Vec::new();
+            for token in tokens.try_iter()? {
+                let token = token?;
+                bags.push(token.extract::<u128>()? >> self.bits);
+                objects.push(token);
+            }
             for near in [bucket - 1, bucket, bucket + 1] {
-                for &token in &tokens {
-                    let bag = token >> self.bits;
+                for (at, &bag) in bags.iter().enumerate() {
                     asks.push(Ask {
                         near,
                         part: bag & self.low,
                         name: bag >> self.high,
-                        token,
+                        index: first + at,
                     });
                 }
             }
@@ -139,7 +146,7 @@ impl SeenBags {
             }
             let group = &asks[start..end];
             let fields = PyList::new(py, group.iter().map(|ask| ask.name.to_string()))?;
-            let tokens = PyList::new(py, group.iter().map(|ask| ask.token))?;
+            let tokens = PyList::new(py, group.iter().map(|ask| &objects[ask.index]))?;
             reads.append((format!("{prefix}{near}:{part}"), fields))?;
             at.append((near, tokens))?;
             start = end;
