@@ -17,9 +17,10 @@
 //! signature exactly like `domain/signing.py`.
 //!
 //! `zadd.rs` (the replay load's `ZADD` packing), `seen.rs` (the dedupe
-//! fingerprint layout's batch work) and `resp.rs` (commands as protocol bytes)
-//! are the other compiled pieces.
+//! fingerprint layout's batch work), `resp.rs` (commands as protocol bytes)
+//! and `changes.rs` (the change stream's JSON) are the other compiled pieces.
 
+mod changes;
 mod resp;
 mod seen;
 mod zadd;
@@ -546,11 +547,14 @@ fn field_positions(schema: &Schema) -> Option<([usize; 8], Option<usize>)> {
 
 /// Compiled decode + verify of score events (see `schemas/native.py`), and
 /// the replay load's `ZADD` packing (`zadd.rs`), the fingerprint dedupe
-/// layout's per-batch work (`seen.rs`) and the commands' packing (`resp.rs`).
+/// layout's per-batch work (`seen.rs`), the commands' packing (`resp.rs`) and
+/// the change stream's JSON (`changes.rs`).
 #[pymodule]
 mod lb_native {
     #[pymodule_export]
     use super::DecodeVerifier;
+    #[pymodule_export]
+    use super::changes::changes_json;
     #[pymodule_export]
     use super::resp::pack_command;
     #[pymodule_export]

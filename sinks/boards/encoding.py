@@ -15,6 +15,7 @@ from typing import Any
 from domain.keys import CHANGES_MAXLEN, entry_metadata_key
 from domain.lease import fence_key
 from domain.planner import Change, GroupWrite
+from schemas.decode_verify import native_module
 from telemetry import hooks
 
 #: Members per ZADD/ZREM/HSET/SADD call inside the script (Lua's ``unpack`` takes
@@ -112,7 +113,7 @@ def encode(
         args += [name, by]
     if write.changes:
         args += [1, key_index(write.keys.changes), CHANGES_MAXLEN]
-        args.append("[" + ",".join(map(change_json, write.changes)) + "]")
+        args.append(changes_json(write.changes))
     else:
         args.append(0)
     args += entry_metadata_args(write, key_index)
@@ -212,6 +213,26 @@ FENCED = re.compile(r"\bFENCED \d+")
 
 
 _PLAIN = re.compile(r"[A-Za-z0-9._:@-]*")
+
+#: ``lb_native.changes_json`` when it is built: :func:`changes_json`'s text, compiled
+#: (tests/unit/test_native_changes.py); None back for what it leaves to Python.
+_COMPILED_CHANGES: Callable[[list[Change]], str | None] | None = getattr(
+    native_module(), "changes_json", None
+)
+
+
+def changes_json(changes: list[Change]) -> str:
+    """A write's changes as the stream entry's JSON array of :func:`change_json` objects.
+
+    Compiled when ``lb_native`` is built: a batch of new players makes one
+    change per board per player, and building their text in Python cost the
+    job about as much as packing the rest of the write.
+    """
+    if _COMPILED_CHANGES is not None:
+        text = _COMPILED_CHANGES(changes)
+        if text is not None:
+            return text
+    return "[" + ",".join(map(change_json, changes)) + "]"
 
 
 def _json_text(text: str) -> str:
