@@ -1,9 +1,17 @@
-"""What a piece changed: the members to write, the values to cache, the live changes."""
+"""What a piece changed: the members to write, the values to cache, the live changes.
+
+The walk over the players' values before and after the piece (:func:`members`
+and :func:`group_changes`) also exists compiled, ``lb_native.diff_members``
+(``native/src/members.rs``): one walk where this module makes two, the same
+dicts and lists in the same order, used whenever ``lb_native`` is built
+(tests/unit/test_native_members.py compares the two).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+import importlib
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Protocol, cast
 
 from domain.games import GameConfig
 from domain.keys import game_of_tag
@@ -23,6 +31,39 @@ if TYPE_CHECKING:
     from domain.planner.fold import Fold
 
 
+class CompiledDiff(Protocol):
+    """``lb_native.diff_members``: :func:`members` and :func:`group_changes` in one walk."""
+
+    def __call__(
+        self,
+        initial: dict[str, dict[str, int | None]],
+        working: dict[str, dict[str, int | None]],
+        prefix: str,
+        tag: str,
+        zadd: dict[str, dict[str, int]],
+        zrem: dict[str, list[str]],
+        cache: dict[tuple[str, str], dict[str, int | None]],
+        retracted: bool,
+        changes: list[Change] | None,
+        change_type: type[Change],
+        codec_of: Callable[[str], tuple[int, bool, int]],
+        setters: dict[tuple[str, str], str | None] | None,
+    ) -> bool: ...
+
+
+def _compiled_diff() -> CompiledDiff | None:
+    """``lb_native.diff_members``, or None when ``lb_native`` is not built."""
+    try:
+        module = importlib.import_module("lb_native")
+    except ImportError:
+        return None
+    return cast("CompiledDiff | None", getattr(module, "diff_members", None))
+
+
+#: The compiled walk (None: this module's Python, the reference).
+COMPILED: CompiledDiff | None = _compiled_diff()
+
+
 def emit(fold: Fold, write: GroupWrite, plan: WritePlan, changes: bool, game: GameConfig) -> None:
     """The piece's changed members into ``write``; the players' values into the plan.
 
@@ -33,6 +74,50 @@ def emit(fold: Fold, write: GroupWrite, plan: WritePlan, changes: bool, game: Ga
     """
     fold.tally.emit(write, plan)
     keys = fold.keys
+    want = changes or game.teams is not None
+    found: list[Change] = []
+    if COMPILED is not None:
+        boards = fold.boards
+
+        def codec_of(window_id: str) -> tuple[int, bool, int]:
+            codec = _codec(game, boards, window_id)
+            return codec.slots, codec.ascending, codec.ceiling
+
+        reverted = COMPILED(
+            fold.initial,
+            fold.working,
+            keys.prefix,
+            keys.tag,
+            write.zadd,
+            write.zrem,
+            plan.cache_updates,
+            fold.retracted,
+            found if want else None,
+            Change,
+            codec_of,
+            fold.setters or None,
+        )
+    else:
+        reverted = members(fold, write, plan)
+        if want:
+            found = group_changes(game, fold.initial, fold.working, fold.boards)
+    if changes:
+        write.changes = found
+    if game.teams is not None and found:
+        write.teams = team_sync(keys.namespace, game_of_tag(keys.tag), game, found)
+    if fold.setters and (fold.annotated or reverted):
+        # Otherwise every change is written by an event without metadata:
+        # the script drops the old metadata of the members it rewrites.
+        emit_metadata(fold, write)
+
+
+def members(fold: Fold, write: GroupWrite, plan: WritePlan) -> bool:
+    """The piece's changed members into ``write``, its players' values into the plan's cache.
+
+    Answers whether a value the piece changed and changed back has a setter
+    (its metadata may change although the value did not).
+    """
+    keys = fold.keys
     tag = keys.tag
     initial, working = fold.initial, fold.working
     #: Per window: its board's key for removals, its members in ``write.zadd`` for the rest.
@@ -41,7 +126,7 @@ def emit(fold: Fold, write: GroupWrite, plan: WritePlan, changes: bool, game: Ga
     cache_updates = plan.cache_updates
     retracted = fold.retracted
     setters = fold.setters
-    reverted = False  # a value changed and changed back: its metadata may change
+    reverted = False
     for player, mine in working.items():
         before = initial[player]
         for window_id, value in mine.items():
@@ -64,16 +149,7 @@ def emit(fold: Fold, write: GroupWrite, plan: WritePlan, changes: bool, game: Ga
         cache_updates[(tag, player)] = (
             {w: v for w, v in mine.items() if v != UNKNOWN} if retracted else mine
         )
-    if changes or game.teams is not None:
-        found = group_changes(game, initial, working, fold.boards)
-        if changes:
-            write.changes = found
-        if game.teams is not None and found:
-            write.teams = team_sync(keys.namespace, game_of_tag(tag), game, found)
-    if setters and (fold.annotated or reverted):
-        # Otherwise every change is written by an event without metadata:
-        # the script drops the old metadata of the members it rewrites.
-        emit_metadata(fold, write)
+    return reverted
 
 
 def emit_metadata(fold: Fold, write: GroupWrite) -> None:
@@ -147,10 +223,7 @@ def group_changes(
                 continue
             known = codecs.get(window_id)
             if known is None:
-                board = boards.get(window_id) if boards else None
-                codec = board.codec if board is not None else None
-                if codec is None:
-                    codec = game.codec(game.window(window_id))
+                codec = _codec(game, boards, window_id)
                 known = codecs[window_id] = (codec, codec.slots)
             codec, size = known
             out.append(
@@ -162,3 +235,10 @@ def group_changes(
                 )
             )
     return out
+
+
+def _codec(game: GameConfig, boards: Mapping[str, Board] | None, window_id: str) -> TieCodec:
+    """A window's codec: its board's (the fold's), else the game's for the window id."""
+    board = boards.get(window_id) if boards else None
+    codec = board.codec if board is not None else None
+    return codec if codec is not None else game.codec(game.window(window_id))

@@ -17,12 +17,15 @@
 //! signature exactly like `domain/signing.py`.
 //!
 //! `zadd.rs` (the replay load's `ZADD` packing), `seen.rs` (the dedupe
-//! fingerprint layout's batch work), `resp.rs` (commands as protocol bytes)
-//! and `changes.rs` (the change stream's JSON) are the other compiled pieces.
+//! fingerprint layout's batch work), `members.rs` (a piece's changed members),
+//! `resp.rs` (commands as protocol bytes) and `changes.rs` (the change
+//! stream's JSON) are the other compiled pieces.
 
 mod changes;
+mod members;
 mod resp;
 mod seen;
+mod tuples;
 mod zadd;
 
 use std::collections::HashMap;
@@ -34,7 +37,6 @@ use apache_avro::types::Value;
 use apache_avro::Schema;
 use hmac::{KeyInit, Mac};
 use pyo3::exceptions::PyValueError;
-use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
 use sha2::Digest;
@@ -199,7 +201,7 @@ impl DecodeVerifier {
         if positions.is_none() {
             return Err(PyValueError::new_err("at least one schema is required"));
         }
-        check_event_type(event_type.bind(py))?;
+        tuples::check(event_type.bind(py), ITEMS, "event_type (ScoreEvent)")?;
         let mut macs = HashMap::new();
         for (key_id, secret) in keys {
             let mac = HmacSha256::new_from_slice(&secret)
@@ -290,8 +292,8 @@ impl DecodeVerifier {
                 }
             }
         };
-        let event = self.new_event(
-            py,
+        let event = tuples::fill(
+            self.event_type.bind(py),
             [
                 PyString::new(py, fields.event_id).into_any(),
                 PyString::new(py, fields.game_id).into_any(),
@@ -308,34 +310,6 @@ impl DecodeVerifier {
             ],
         )?;
         Ok((Some(event), verdict, None))
-    }
-
-    /// A `ScoreEvent` holding `items`, filled in place.
-    ///
-    /// `ScoreEvent` is a NamedTuple: a tuple subclass with no state of its own
-    /// (checked in `new`). Its Python-level `__new__` would cost a frame and a
-    /// temporary tuple per event; this allocates the instance and sets its
-    /// items the way CPython's own `tuple.__new__` does for a subclass.
-    fn new_event<'py>(
-        &self,
-        py: Python<'py>,
-        items: [Bound<'py, PyAny>; ITEMS],
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let tp = self.event_type.as_ptr().cast::<ffi::PyTypeObject>();
-        // SAFETY: `tp` is a live tuple subtype with the tuple's layout (see
-        // `check_event_type`); a fresh tuple's slots are NULL until set, and
-        // every item is an owned, non-NULL reference handed over to the tuple.
-        unsafe {
-            let alloc = (*tp).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc);
-            let object = alloc(tp, ITEMS as ffi::Py_ssize_t);
-            if object.is_null() {
-                return Err(PyErr::fetch(py));
-            }
-            for (index, item) in items.into_iter().enumerate() {
-                ffi::PyTuple_SET_ITEM(object, index as ffi::Py_ssize_t, item.into_ptr());
-            }
-            Ok(Bound::from_owned_ptr(py, object))
-        }
     }
 
     /// The record's Avro value, read as the newest version; the refusal `schemas/codec.py` would give.
@@ -491,27 +465,6 @@ fn refused<'py>(py: Python<'py>, refusal: Refusal) -> Outcome<'py> {
     (None, Some(code), Some(detail))
 }
 
-/// Refuse an event class that `new_event` could not fill safely: it must be a
-/// tuple subclass of 9 fields that adds no instance state (a NamedTuple).
-fn check_event_type(event_type: &Bound<'_, PyType>) -> PyResult<()> {
-    let fields = event_type.getattr("_fields")?.len()?;
-    let tp = event_type.as_ptr().cast::<ffi::PyTypeObject>();
-    // SAFETY: reading plain fields of two live type objects.
-    let tuple_like = unsafe {
-        let tuple = std::ptr::addr_of_mut!(ffi::PyTuple_Type);
-        ffi::PyType_IsSubtype(tp, tuple) != 0
-            && (*tp).tp_basicsize == (*tuple).tp_basicsize
-            && (*tp).tp_itemsize == (*tuple).tp_itemsize
-            && (*tp).tp_dictoffset == 0
-    };
-    if fields != ITEMS || !tuple_like {
-        return Err(PyValueError::new_err(
-            "event_type must be a NamedTuple of the 9 ScoreEvent fields",
-        ));
-    }
-    Ok(())
-}
-
 fn parse(schema_id: u32, json: &str) -> PyResult<Schema> {
     Schema::parse_str(json).map_err(|error| {
         PyValueError::new_err(format!("schema id {schema_id}: not a valid Avro schema: {error}"))
@@ -547,14 +500,17 @@ fn field_positions(schema: &Schema) -> Option<([usize; 8], Option<usize>)> {
 
 /// Compiled decode + verify of score events (see `schemas/native.py`), and
 /// the replay load's `ZADD` packing (`zadd.rs`), the fingerprint dedupe
-/// layout's per-batch work (`seen.rs`), the commands' packing (`resp.rs`) and
-/// the change stream's JSON (`changes.rs`).
+/// layout's per-batch work (`seen.rs`), a piece's changed members
+/// (`members.rs`), the commands' packing (`resp.rs`) and the change stream's
+/// JSON (`changes.rs`).
 #[pymodule]
 mod lb_native {
     #[pymodule_export]
     use super::DecodeVerifier;
     #[pymodule_export]
     use super::changes::changes_json;
+    #[pymodule_export]
+    use super::members::diff_members;
     #[pymodule_export]
     use super::resp::pack_command;
     #[pymodule_export]
