@@ -126,7 +126,7 @@ def members(fold: Fold, write: GroupWrite, plan: WritePlan) -> bool:
     cache_updates = plan.cache_updates
     retracted = fold.retracted
     setters = fold.setters
-    reverted = False
+    reverted = False  # a value changed and changed back: its metadata may change
     for player, mine in working.items():
         before = initial[player]
         for window_id, value in mine.items():
