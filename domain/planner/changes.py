@@ -9,10 +9,10 @@ dicts and lists in the same order, used whenever ``lb_native`` is built
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol, cast
 
+from domain.compiled import compiled
 from domain.games import GameConfig
 from domain.keys import game_of_tag
 from domain.planner.model import (
@@ -51,17 +51,8 @@ class CompiledDiff(Protocol):
     ) -> bool: ...
 
 
-def _compiled_diff() -> CompiledDiff | None:
-    """``lb_native.diff_members``, or None when ``lb_native`` is not built."""
-    try:
-        module = importlib.import_module("lb_native")
-    except ImportError:
-        return None
-    return cast("CompiledDiff | None", getattr(module, "diff_members", None))
-
-
 #: The compiled walk (None: this module's Python, the reference).
-COMPILED: CompiledDiff | None = _compiled_diff()
+COMPILED = cast("CompiledDiff | None", compiled("diff_members"))
 
 
 def emit(fold: Fold, write: GroupWrite, plan: WritePlan, changes: bool, game: GameConfig) -> None:

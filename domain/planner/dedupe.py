@@ -31,12 +31,12 @@ twin is tested against, answer for answer).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from hashlib import blake2b
 from typing import Protocol, cast
 
+from domain.compiled import compiled
 from domain.keys import GroupKeys
 
 #: What the rule compares event ids by: a fingerprint (int) or the id itself.
@@ -86,12 +86,8 @@ def compiled_bags(horizon_ms: int, split: int, field_bytes: int, parts: int) -> 
     None too for a layout it cannot hold (tokens over 128 bits): the Python
     methods serve it.
     """
-    try:
-        module = importlib.import_module("lb_native")
-    except ImportError:
-        return None
-    make = getattr(module, "SeenBags", None)
-    if make is None:
+    make = compiled("SeenBags")
+    if not callable(make):
         return None
     try:
         return cast(CompiledBags, make(horizon_ms, split, field_bytes, parts))
