@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING
 
 from domain.erasure import ERASE_ALL_GAMES, is_erasure
 from domain.errors import ConfigError
-from domain.events import EventKind
 from domain.keys import GroupKeys, game_of_tag, group_tag, tag_of, watermark_field
 from domain.operators import apply_composite, apply_composite_asc
 from domain.planner.cache import GenerationalCache
 from domain.planner.changes import emit
-from domain.planner.dedupe import PLANNED_RATE, SeenLayout, Token
+from domain.planner.dedupe import PLANNED_RATE, SeenLayout
 from domain.planner.distinct import distinct_writes
 from domain.planner.fold import MAX_UPDATES, Fold, fold, pieces
 from domain.planner.model import (
@@ -32,6 +31,7 @@ from domain.planner.model import (
     Reads,
     WritePlan,
 )
+from domain.planner.scan import Sources, scan
 from domain.planner.tournaments import Tournaments
 from domain.records import Accepted, CheckedBatch
 from domain.windows import Window, WindowKind
@@ -124,65 +124,49 @@ class BoardPlanner:
         """The reads this batch needs that the caches cannot answer."""
         need = Lookups()
         field_name = watermark_field(batch.topic, batch.partition)
-        horizon = self._horizon_ms
-        fresh = self._fresh
         layout = self._layout
-        token_of = layout.tokenizer
-        absent = self.absent
         groups = need.groups = self._groups(batch)
         for group in groups:
             keys = group.keys
-            tag = keys.tag
             if (keys.watermarks, field_name) not in self._watermarks:
                 need.watermarks.append((keys.watermarks, field_name))
-            buckets: dict[int, list[Token]] = {}
-            tokens = group.tokens
-            missing: dict[str, list[str]] = {}
-            counts: dict[str, list[str]] = {}
-            retracts = False
-            asked: set[tuple[str, str]] = set()
-            last_bucket: int | None = None
-            ids: list[Token] = []
-            for rec in group.records:
-                event = rec.event
-                if event.kind is EventKind.RETRACT and event.game_id == ERASE_ALL_GAMES:
-                    retracts = True  # an erasure: the registry, no dedupe id
-                    continue
-                bucket = rec.record_ts_ms // horizon
-                if bucket != last_bucket:
-                    last_bucket = bucket
-                    ids = buckets.setdefault(bucket, [])
-                token = tokens[event.event_id] = token_of(event.event_id)
-                ids.append(token)
-                if event.kind is EventKind.RETRACT:
-                    retracts = True
-                    continue
-                player = event.player_id
-                known = self._entries.get((tag, player))
-                # Fresh: judged after the get, which may itself have evicted someone.
-                ask = not fresh or self._entries.evicted
-                for window in rec.windows:
-                    if window.kind is WindowKind.TOURNAMENT:
-                        self._count_lookups(keys, rec, window, field_name, asked, counts)
-                    if ask and (known is None or window.id not in known):
-                        board = self._board(keys, rec, window)
-                        if (absent is None or not absent(board.key, player)) and (
-                            board.key,
-                            player,
-                        ) not in asked:
-                            asked.add((board.key, player))
-                            missing.setdefault(board.key, []).append(player)
+            found = scan(group.records, group.tokens, self._sources(keys, field_name))
             # A copy within the horizon sits in the record's bucket or a
             # neighbour: one read per dedupe key for the batch's ids (a batch
             # of a replayed history touches thousands of buckets).
-            reads, at = layout.reads(keys, buckets)
+            reads, at = layout.reads(keys, found.buckets)
             need.seen += reads
             need.seen_at += at
-            if retracts and keys.boards not in self._registries:
+            if found.retracts and keys.boards not in self._registries:
                 need.registries.append(keys.boards)
-            need.scores.extend(missing.items())
-            need.counts.extend(counts.items())
+            need.scores.extend(found.missing.items())
+            need.counts.extend(found.counts.items())
         return need
+
+    def _sources(self, keys: GroupKeys, field_name: str) -> Sources:
+        """What :func:`~domain.planner.scan.scan` asks of this planner for one group."""
+
+        def board_of(rec: Accepted, window: Window) -> Board:
+            return self._board(keys, rec, window)
+
+        def counts_of(
+            rec: Accepted,
+            window: Window,
+            asked: set[tuple[str, str]],
+            counts: dict[str, list[str]],
+        ) -> None:
+            self._count_lookups(keys, rec, window, field_name, asked, counts)
+
+        return Sources(
+            keys.tag,
+            self._horizon_ms,
+            self._layout.tokenizer,
+            self._entries,
+            self._fresh,
+            self.absent,
+            board_of,
+            counts_of,
+        )
 
     def _count_lookups(
         self,

@@ -6,18 +6,26 @@ piece, the cache or the batch's read), then :func:`score` for each board the
 record scores on. Everything a record needs is in locals or one attribute
 away; what happens rarely (a new dedupe bucket, a player's first record, a
 window's first touch, a RETRACT) is a method of :class:`Fold`.
+
+The loop (:func:`_records` and :func:`score`) also exists compiled,
+``lb_native.FoldKernel`` (``native/src/fold.rs``), over the same ``Fold`` state
+and calling the same methods for what happens rarely: :func:`fold` uses it
+whenever it is built, and this module's Python is the reference it is tested
+against, plan for plan (tests/unit/test_native_planner.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol, cast
 
+from domain.compiled import compiled
 from domain.erasure import ERASE_ALL_GAMES, tournaments_in
-from domain.events import EventKind
+from domain.events import EventKind, ScoreEvent
 from domain.games import Operator
 from domain.keys import GroupKeys
-from domain.operators import saturates_composite
+from domain.operators import apply_composite, apply_composite_asc, saturates_composite
 from domain.planner.cache import GenerationalCache
 from domain.planner.dedupe import SeenLayout, Token, seen_within, sources
 from domain.planner.model import (
@@ -192,8 +200,48 @@ class Fold:
         self.tally.next_piece()
 
 
+class CompiledFold(Protocol):
+    """``lb_native.FoldKernel``: :func:`_records` compiled (the same changes to the same state)."""
+
+    def fold(
+        self, state: Fold, piece: list[Accepted], write: GroupWrite
+    ) -> tuple[int, int, int, int]: ...
+
+
+def _kernel() -> CompiledFold | None:
+    """The compiled fold, built with the constants the rules compare against (None: not built)."""
+    make = compiled("FoldKernel")
+    if not callable(make):
+        return None
+    return cast(
+        CompiledFold,
+        make(
+            _RETRACT,
+            ERASE_ALL_GAMES,
+            (Operator.BEST, Operator.INCR, Operator.SET),
+            (apply_composite, apply_composite_asc),
+            saturates_composite,
+            list(ScoreEvent._fields),
+            list(Accepted._fields),
+        ),
+    )
+
+
+#: The compiled fold (None: this module's Python, the reference it is tested against).
+KERNEL = _kernel()
+
+
 def fold(state: Fold, piece: list[Accepted], write: GroupWrite) -> None:
     """Fold ``piece`` into ``state``'s working values; the event ids and counters into ``write``."""
+    run = KERNEL.fold if KERNEL is not None else _records
+    applied, noop, duplicates, saturated = run(state, piece, write)
+    write.seen = state.layout.writes(state.keys, state.written)
+    write.seen_append = state.layout.appends
+    write.stats = {APPLIED: applied, NOOP: noop, DUPLICATE: duplicates, SATURATED: saturated}
+
+
+def _records(state: Fold, piece: list[Accepted], write: GroupWrite) -> tuple[int, int, int, int]:
+    """The records of ``piece``, one by one: ``(applied, noop, duplicates, saturated)``."""
     horizon = state.horizon_ms
     working, initial = state.working, state.initial
     tokens, token_of = state.tokens, state.layout.tokenizer
@@ -236,9 +284,7 @@ def fold(state: Fold, piece: list[Accepted], write: GroupWrite) -> None:
         else:
             noop += 1
         saturated += outcome >> 1
-    write.seen = state.layout.writes(state.keys, state.written)
-    write.seen_append = state.layout.appends
-    write.stats = {APPLIED: applied, NOOP: noop, DUPLICATE: duplicates, SATURATED: saturated}
+    return applied, noop, duplicates, saturated
 
 
 def score(

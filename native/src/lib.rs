@@ -16,14 +16,16 @@
 //! classifies the outcome exactly like `schemas/codec.py` and verifies the
 //! signature exactly like `domain/signing.py`.
 //!
-//! `zadd.rs` (the replay load's `ZADD` packing), `seen.rs` (the dedupe
+//! `scan.rs` (the planner's first pass over a group), `fold.rs` (the planner's per-event fold), `zadd.rs` (the replay load's `ZADD` packing), `seen.rs` (the dedupe
 //! fingerprint layout's batch work), `members.rs` (a piece's changed members),
 //! `resp.rs` (commands as protocol bytes) and `changes.rs` (the change
 //! stream's JSON) are the other compiled pieces.
 
 mod changes;
+mod fold;
 mod members;
 mod resp;
+mod scan;
 mod seen;
 mod tuples;
 mod zadd;
@@ -500,7 +502,7 @@ fn field_positions(schema: &Schema) -> Option<([usize; 8], Option<usize>)> {
 
 /// Compiled decode + verify of score events (see `schemas/native.py`), and
 /// the replay load's `ZADD` packing (`zadd.rs`), the fingerprint dedupe
-/// layout's per-batch work (`seen.rs`), a piece's changed members
+/// layout's per-batch work (`seen.rs`), the planner's first pass (`scan.rs`) and per-event fold (`fold.rs`), a piece's changed members
 /// (`members.rs`), the commands' packing (`resp.rs`) and the change stream's
 /// JSON (`changes.rs`).
 #[pymodule]
@@ -510,9 +512,13 @@ mod lb_native {
     #[pymodule_export]
     use super::changes::changes_json;
     #[pymodule_export]
+    use super::fold::FoldKernel;
+    #[pymodule_export]
     use super::members::diff_members;
     #[pymodule_export]
     use super::resp::pack_command;
+    #[pymodule_export]
+    use super::scan::ScanKernel;
     #[pymodule_export]
     use super::seen::SeenBags;
     #[pymodule_export]
