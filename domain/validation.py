@@ -4,12 +4,21 @@ Every rule here is judged against the record's own Kafka timestamp and the
 event's own fields, never the wall clock, so a replay of the topic makes
 exactly the same decisions. The checks run cheapest-first, and the signature
 is verified before any field is trusted (bounds on a forged event mean nothing).
+
+The common case (a decoded, signed event that passes every rule through the
+game's memoised rules and windows) is also judged compiled,
+``lb_native.JudgeKernel`` (``native/src/judge.rs``), whenever it is built; it
+hands every other record back to :meth:`Validator._judge`, so the rules and the
+dead letters' wording live here only (tests/unit/test_native_judge.py compares
+the two).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Protocol, cast
 
+from domain.compiled import compiled
 from domain.erasure import ERASE_ALL_GAMES, ERASURE_GAME
 from domain.errors import EncodingError
 from domain.events import EventKind, ScoreEvent
@@ -50,6 +59,45 @@ MAX_ID_LENGTH = 128
 _MEMO_MS = 900_000
 
 
+class CompiledJudge(Protocol):
+    """``lb_native.JudgeKernel``: :meth:`Validator._judge`'s common case, compiled.
+
+    It accepts a record only when every rule passes through what the rules
+    have memoised (a game's :class:`_GameRules`, a quarter hour's windows) and
+    builds the same :class:`Accepted`; every other record goes to ``slow``,
+    which judges it here, so the rules and the dead letters' details stay in
+    this module.
+    """
+
+    def judge(
+        self,
+        records: Sequence[SourceRecord],
+        events: Sequence[ScoreEvent | None],
+        codes: Sequence[str | None],
+        details: Sequence[str | None],
+        rules: dict[str, _GameRules],
+        slow: Callable[[SourceRecord, ScoreEvent | None, str | None, str | None], None],
+        accepted: list[Accepted],
+    ) -> None: ...
+
+
+def _kernel() -> CompiledJudge | None:
+    make = compiled("JudgeKernel")
+    if not callable(make):
+        return None
+    return cast(
+        CompiledJudge,
+        make(
+            EventKind.SCORE,
+            Accepted,
+            list(SourceRecord._fields),
+            list(ScoreEvent._fields),
+            MAX_ID_LENGTH,
+            _MEMO_MS,
+        ),
+    )
+
+
 class Rejected(Exception):
     """Internal signal: a record is refused with ``code`` (never escapes this module)."""
 
@@ -84,11 +132,20 @@ class Validator:
         records = batch.records
         events, codes, details = self._decode_verify([record.value for record in records])
         judge = self._judge
-        for record, event, code, detail in zip(records, events, codes, details, strict=True):
+
+        def file(
+            record: SourceRecord, event: ScoreEvent | None, code: str | None, detail: str | None
+        ) -> None:
             try:
                 accepted.append(judge(record, event, code, detail))
             except Rejected as why:
                 dead.append(DeadLetter(batch.topic, batch.partition, record, why.code, why.detail))
+
+        if KERNEL is not None:
+            KERNEL.judge(records, events, codes, details, self._rules, file, accepted)
+        else:
+            for record, event, code, detail in zip(records, events, codes, details, strict=True):
+                file(record, event, code, detail)
         last = records[-1].offset if records else max(batch.next_offset, 0) - 1
         return CheckedBatch(
             batch.topic, batch.partition, tuple(accepted), tuple(dead), last, batch.generation
@@ -256,3 +313,7 @@ def _check_identity(event: ScoreEvent, record: SourceRecord) -> None:
     # keyed otherwise could be applied out of order by another worker.
     if record.key != event.player_id.encode():
         raise Rejected(SCHEMA, "record key must be the UTF-8 playerId")
+
+
+#: The compiled common case (None: :meth:`Validator._judge` judges every record).
+KERNEL = _kernel()

@@ -16,13 +16,14 @@
 //! classifies the outcome exactly like `schemas/codec.py` and verifies the
 //! signature exactly like `domain/signing.py`.
 //!
-//! `scan.rs` (the planner's first pass over a group), `fold.rs` (the planner's per-event fold), `zadd.rs` (the replay load's `ZADD` packing), `seen.rs` (the dedupe
+//! `judge.rs` (the validation rules' common case), `scan.rs` (the planner's first pass over a group), `fold.rs` (the planner's per-event fold), `zadd.rs` (the replay load's `ZADD` packing), `seen.rs` (the dedupe
 //! fingerprint layout's batch work), `members.rs` (a piece's changed members),
 //! `resp.rs` (commands as protocol bytes) and `changes.rs` (the change
 //! stream's JSON) are the other compiled pieces.
 
 mod changes;
 mod fold;
+mod judge;
 mod members;
 mod resp;
 mod scan;
@@ -500,7 +501,8 @@ fn field_positions(schema: &Schema) -> Option<([usize; 8], Option<usize>)> {
     Some((positions, record.fields.iter().position(|f| f.name == METADATA)))
 }
 
-/// Compiled decode + verify of score events (see `schemas/native.py`), and
+/// Compiled decode + verify of score events (see `schemas/native.py`), the
+/// validation rules' common case (`judge.rs`), and
 /// the replay load's `ZADD` packing (`zadd.rs`), the fingerprint dedupe
 /// layout's per-batch work (`seen.rs`), the planner's first pass (`scan.rs`) and per-event fold (`fold.rs`), a piece's changed members
 /// (`members.rs`), the commands' packing (`resp.rs`) and the change stream's
@@ -513,6 +515,8 @@ mod lb_native {
     use super::changes::changes_json;
     #[pymodule_export]
     use super::fold::FoldKernel;
+    #[pymodule_export]
+    use super::judge::JudgeKernel;
     #[pymodule_export]
     use super::members::diff_members;
     #[pymodule_export]
