@@ -20,3 +20,9 @@ def compiled(name: str) -> object | None:
     except ImportError:
         return None
     return getattr(module, name, None)
+
+
+def built(name: str, *args: object) -> object | None:
+    """``lb_native.<name>(*args)``: a compiled twin built with its constants (None: not built)."""
+    make = compiled(name)
+    return make(*args) if callable(make) else None

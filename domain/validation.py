@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol, cast
 
-from domain.compiled import compiled
+from domain.compiled import built
 from domain.erasure import ERASE_ALL_GAMES, ERASURE_GAME
 from domain.errors import EncodingError
 from domain.events import EventKind, ScoreEvent
@@ -82,20 +82,16 @@ class CompiledJudge(Protocol):
 
 
 def _kernel() -> CompiledJudge | None:
-    make = compiled("JudgeKernel")
-    if not callable(make):
-        return None
-    return cast(
-        CompiledJudge,
-        make(
-            EventKind.SCORE,
-            Accepted,
-            list(SourceRecord._fields),
-            list(ScoreEvent._fields),
-            MAX_ID_LENGTH,
-            _MEMO_MS,
-        ),
+    kernel = built(
+        "JudgeKernel",
+        EventKind.SCORE,
+        Accepted,
+        list(SourceRecord._fields),
+        list(ScoreEvent._fields),
+        MAX_ID_LENGTH,
+        _MEMO_MS,
     )
+    return cast("CompiledJudge | None", kernel)
 
 
 class Rejected(Exception):

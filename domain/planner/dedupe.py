@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from hashlib import blake2b
 from typing import Protocol, cast
 
-from domain.compiled import compiled
+from domain.compiled import built
 from domain.keys import GroupKeys
 
 #: What the rule compares event ids by: a fingerprint (int) or the id itself.
@@ -86,11 +86,8 @@ def compiled_bags(horizon_ms: int, split: int, field_bytes: int, parts: int) -> 
     None too for a layout it cannot hold (tokens over 128 bits): the Python
     methods serve it.
     """
-    make = compiled("SeenBags")
-    if not callable(make):
-        return None
     try:
-        return cast(CompiledBags, make(horizon_ms, split, field_bytes, parts))
+        return cast("CompiledBags | None", built("SeenBags", horizon_ms, split, field_bytes, parts))
     except ValueError:
         return None
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, cast
 
-from domain.compiled import compiled
+from domain.compiled import built
 from domain.erasure import ERASE_ALL_GAMES, tournaments_in
 from domain.events import EventKind, ScoreEvent
 from domain.games import Operator
@@ -210,21 +210,17 @@ class CompiledFold(Protocol):
 
 def _kernel() -> CompiledFold | None:
     """The compiled fold, built with the constants the rules compare against (None: not built)."""
-    make = compiled("FoldKernel")
-    if not callable(make):
-        return None
-    return cast(
-        CompiledFold,
-        make(
-            _RETRACT,
-            ERASE_ALL_GAMES,
-            (Operator.BEST, Operator.INCR, Operator.SET),
-            (apply_composite, apply_composite_asc),
-            saturates_composite,
-            list(ScoreEvent._fields),
-            list(Accepted._fields),
-        ),
+    kernel = built(
+        "FoldKernel",
+        _RETRACT,
+        ERASE_ALL_GAMES,
+        (Operator.BEST, Operator.INCR, Operator.SET),
+        (apply_composite, apply_composite_asc),
+        saturates_composite,
+        list(ScoreEvent._fields),
+        list(Accepted._fields),
     )
+    return cast("CompiledFold | None", kernel)
 
 
 #: The compiled fold (None: this module's Python, the reference it is tested against).

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, cast
 
-from domain.compiled import compiled
+from domain.compiled import built
 from domain.erasure import ERASE_ALL_GAMES
 from domain.events import EventKind, ScoreEvent
 from domain.planner.cache import GenerationalCache
@@ -77,19 +77,15 @@ class CompiledScan(Protocol):
 
 
 def _kernel() -> CompiledScan | None:
-    make = compiled("ScanKernel")
-    if not callable(make):
-        return None
-    return cast(
-        CompiledScan,
-        make(
-            EventKind.RETRACT,
-            ERASE_ALL_GAMES,
-            WindowKind.TOURNAMENT,
-            list(ScoreEvent._fields),
-            list(Accepted._fields),
-        ),
+    kernel = built(
+        "ScanKernel",
+        EventKind.RETRACT,
+        ERASE_ALL_GAMES,
+        WindowKind.TOURNAMENT,
+        list(ScoreEvent._fields),
+        list(Accepted._fields),
     )
+    return cast("CompiledScan | None", kernel)
 
 
 #: The compiled scan (None: this module's Python, the reference it is tested against).

@@ -18,6 +18,8 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PySet, PyString, PyTuple};
 
+use crate::tuples;
+
 /// `score`'s answer: the record changed state, an `INCR` total was capped.
 const CHANGED: u32 = 1;
 const CAPPED: u32 = 2;
@@ -60,12 +62,7 @@ pub(crate) struct Fields {
 
 impl Fields {
     pub(crate) fn new(event: &[String], record: &[String]) -> PyResult<Self> {
-        let at = |names: &[String], name: &str| {
-            names
-                .iter()
-                .position(|n| n == name)
-                .ok_or_else(|| PyValueError::new_err(format!("the fields {names:?} lack {name:?}")))
-        };
+        let at = tuples::position;
         Ok(Self {
             event_id: at(event, "event_id")?,
             game_id: at(event, "game_id")?,

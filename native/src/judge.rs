@@ -35,13 +35,6 @@ struct Fields {
     metadata: usize,
 }
 
-fn position(names: &[String], name: &str) -> PyResult<usize> {
-    names
-        .iter()
-        .position(|n| n == name)
-        .ok_or_else(|| PyValueError::new_err(format!("the fields {names:?} lack {name:?}")))
-}
-
 /// The validator's common case, built once with the constants the rules use.
 #[pyclass(frozen, module = "lb_native")]
 pub struct JudgeKernel {
@@ -92,17 +85,17 @@ impl JudgeKernel {
             max_id_length,
             memo_ms,
             fields: Fields {
-                offset: position(r, "offset")?,
-                timestamp_ms: position(r, "timestamp_ms")?,
-                key: position(r, "key")?,
-                value: position(r, "value")?,
-                event_id: position(e, "event_id")?,
-                game_id: position(e, "game_id")?,
-                player_id: position(e, "player_id")?,
-                score: position(e, "score")?,
-                ts_ms: position(e, "ts_ms")?,
-                kind: position(e, "kind")?,
-                metadata: position(e, "metadata")?,
+                offset: tuples::position(r, "offset")?,
+                timestamp_ms: tuples::position(r, "timestamp_ms")?,
+                key: tuples::position(r, "key")?,
+                value: tuples::position(r, "value")?,
+                event_id: tuples::position(e, "event_id")?,
+                game_id: tuples::position(e, "game_id")?,
+                player_id: tuples::position(e, "player_id")?,
+                score: tuples::position(e, "score")?,
+                ts_ms: tuples::position(e, "ts_ms")?,
+                kind: tuples::position(e, "kind")?,
+                metadata: tuples::position(e, "metadata")?,
             },
         })
     }

@@ -53,3 +53,11 @@ pub fn fill<'py, const N: usize>(
         Ok(Bound::from_owned_ptr(py, object))
     }
 }
+
+/// Where `name` stands in a NamedTuple's `_fields` (`names`); an error naming what is missing.
+pub fn position(names: &[String], name: &str) -> PyResult<usize> {
+    names
+        .iter()
+        .position(|n| n == name)
+        .ok_or_else(|| PyValueError::new_err(format!("the fields {names:?} lack {name:?}")))
+}
