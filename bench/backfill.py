@@ -15,7 +15,13 @@ For each player count N:
 4. Phases, each timed: the live job alone (``--baseline-s``), then
    ``lb rebuild --processes P`` (every game, zero-downtime) for each P of
    ``--processes`` (default 1 2), then ``lb backfill --game g1`` (the last P),
-   each run as a process beside the live job, from start to exit.
+   each run as a process beside the live job, from start to exit. With
+   ``--rewrites auto paused`` each rebuild runs twice: with Redis' automatic
+   AOF rewrites as configured, then with them paused for the command
+   (``auto-aof-rewrite-percentage 0``, restored after); the backfill runs
+   with the last mode. Each command's Redis forks and the CPU of Redis'
+   children (a rewrite copies the whole dataset on a core of its own) are
+   recorded beside its time.
 5. Stops the load, waits for the live job to account for every record, and
    checks: the counters equal every record produced (nothing lost or applied
    twice across two cut-overs) and the all-time board has N + probes members.
@@ -33,6 +39,7 @@ import random
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -41,6 +48,7 @@ from bench.common import (
     GAME,
     Job,
     Scratch,
+    background_delta,
     base_settings,
     counted,
     cpu_delta,
@@ -50,6 +58,7 @@ from bench.common import (
     machine_line,
     percentile,
     publish,
+    redis_background,
     run_id,
     service_cpu_s,
     session_cpu_s,
@@ -185,14 +194,36 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value * 1000, 1)
 
 
-def _commands(processes: list[int]) -> list[tuple[str, list[str], int]]:
-    """``lb rebuild`` with each process count, then a one-game backfill with the last."""
-    return [("rebuild", [], p) for p in processes] + [("backfill", ["--game", GAME], processes[-1])]
+#: ``--rewrites``: Redis' automatic AOF rewrites as configured, or paused for the command.
+REWRITES = ("auto", "paused")
+
+
+def _commands(processes: list[int], modes: list[str]) -> list[tuple[str, list[str], int, str]]:
+    """``lb rebuild`` per process count and rewrite mode, then a backfill with the last ones."""
+    rebuilds: list[tuple[str, list[str], int, str]] = [
+        ("rebuild", [], p, mode) for p in processes for mode in modes
+    ]
+    return [*rebuilds, ("backfill", ["--game", GAME], processes[-1], modes[-1])]
+
+
+@contextlib.contextmanager
+def _rewrites(client: RedisClient, mode: str) -> Iterator[None]:
+    """Redis' automatic AOF rewrites left as they are (``auto``) or paused meanwhile."""
+    if mode == "auto":
+        yield
+        return
+    before = str(client.config_get("auto-aof-rewrite-percentage")["auto-aof-rewrite-percentage"])
+    client.config_set("auto-aof-rewrite-percentage", 0)
+    try:
+        yield
+    finally:
+        client.config_set("auto-aof-rewrite-percentage", before)
 
 
 def _command_line(run: dict[str, Any]) -> str:
     game = f" --game {GAME}" if run["command"] == "backfill" else ""
-    return f"`lb {run['command']}{game} --processes {run['processes']}`"
+    paused = ", AOF rewrites paused" if run.get("rewrites") == "paused" else ""
+    return f"`lb {run['command']}{game} --processes {run['processes']}`{paused}"
 
 
 def _redis_cpu(run: dict[str, Any]) -> str:
@@ -201,8 +232,17 @@ def _redis_cpu(run: dict[str, Any]) -> str:
     return "n/a" if cores is None else f"{cores * run['seconds']:,.0f}"
 
 
-def _phase(command: str, processes: int) -> str:
-    return f"{command} ({processes} process{'es' if processes > 1 else ''})"
+def _phase(command: str, processes: int, mode: str = "auto") -> str:
+    paused = ", AOF rewrites paused" if mode == "paused" else ""
+    return f"{command} ({processes} process{'es' if processes > 1 else ''}{paused})"
+
+
+def _forks(run: dict[str, Any]) -> str:
+    """Redis' forks while the command ran and its children's CPU seconds (n/a: not recorded)."""
+    bg = run.get("background")
+    if not bg:
+        return "n/a"
+    return f"{bg['forks']:.0f} ({bg['children_cpu_s']:,.0f} s)"
 
 
 def last_report(log_text: str) -> dict[str, Any]:
@@ -224,17 +264,19 @@ def _side_run(
     scratch: Scratch, env: dict[str, str], command: str, args: list[str], label: str
 ) -> dict[str, Any]:
     cpu_before = service_cpu_s(scratch.settings, scratch.redis)
+    bg_before = redis_background(scratch.redis)
     job = Job(args, env, scratch.state_dir / f"{label}.log", command=command)
     scratch.jobs.append(job)
     log(f"{label}: `{job.command}` beside the live job")
     code = job.wait()
     seconds = time.monotonic() - job.started
     cpu = cpu_delta(cpu_before, service_cpu_s(scratch.settings, scratch.redis), seconds)
+    background = background_delta(bg_before, redis_background(scratch.redis))
     if code != 0:
         raise SystemExit(f"{label} exited {code}:\n{job.tail()}")
     report = last_report(job.log_path.read_text())
-    log(f"{label}: {seconds:.1f} s, {report}, CPU {cpu}")
-    return {"seconds": round(seconds, 2), "report": report, "cpu": cpu}
+    log(f"{label}: {seconds:.1f} s, {report}, CPU {cpu}, Redis forks {background}")
+    return {"seconds": round(seconds, 2), "report": report, "cpu": cpu, "background": background}
 
 
 def _baseline_cpu(scratch: Scratch, live: Job, args: argparse.Namespace) -> dict[str, Any]:
@@ -279,16 +321,17 @@ def _one_size(
     load.start()
     baseline = _baseline_cpu(scratch, live, args)
     runs = []
-    for command, extra, processes in _commands(args.processes):
-        load.phase = _phase(command, processes)
-        run = _side_run(
-            scratch,
-            env,
-            command,
-            [*extra, "--processes", str(processes)],
-            f"{load.phase}-{players}",
-        )
-        runs.append({"command": command, "processes": processes, **run})
+    for command, extra, processes, mode in _commands(args.processes, args.rewrites):
+        load.phase = _phase(command, processes, mode)
+        with _rewrites(scratch.redis, mode):
+            run = _side_run(
+                scratch,
+                env,
+                command,
+                [*extra, "--processes", str(processes)],
+                f"{load.phase}-{players}",
+            )
+        runs.append({"command": command, "processes": processes, "rewrites": mode, **run})
     load.phase = "after"
     time.sleep(2.0)
     load.finish()
@@ -339,13 +382,17 @@ def markdown(summary: dict[str, Any]) -> str:
                     f"{run['seconds']}",
                     fmt_int(report["records_replayed"] / max(run["seconds"], 1e-9)),
                     _redis_cpu(run),
+                    _forks(run),
                     fmt_int(report["records_replayed"]),
                     str(report["groups"]),
                     cut,
                     "ok" if size["verified"] else "**MISMATCH**",
                 ]
             )
-        for phase in ["baseline", *(_phase(r["command"], r["processes"]) for r in size["runs"])]:
+        phases = [
+            _phase(r["command"], r["processes"], r.get("rewrites", "auto")) for r in size["runs"]
+        ]
+        for phase in ["baseline", *phases]:
             f = size["freshness"].get(phase)
             if f:
                 fresh_rows.append(
@@ -365,6 +412,7 @@ def markdown(summary: dict[str, Any]) -> str:
             "seconds",
             "records/s",
             "Redis CPU s",
+            "Redis forks (children's CPU)",
             "records replayed",
             "groups",
             "cut-over",
@@ -441,6 +489,14 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=[1, 2],
         help="lb rebuild once with each count; the backfill with the last (default 1 2)",
+    )
+    parser.add_argument(
+        "--rewrites",
+        nargs="+",
+        choices=REWRITES,
+        default=["auto"],
+        help="Redis' automatic AOF rewrites during each rebuild: as configured (auto), "
+        "paused for the command, or both in turn (default auto)",
     )
     parser.add_argument("--baseline-s", type=float, default=20.0)
     parser.add_argument("--seed", type=int, default=20260504)

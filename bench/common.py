@@ -357,6 +357,34 @@ def service_cpu_s(settings: Settings, client: RedisClient) -> dict[str, float | 
     return out
 
 
+def redis_background(client: RedisClient) -> dict[str, float]:
+    """Redis' forks so far (AOF rewrites, snapshots) and its children's CPU seconds.
+
+    A rewrite's child copies the whole dataset with a core of its own, and the
+    fork itself stops the main thread: on a small machine both compete with
+    the job, so the benchmarks that load millions of members report them.
+    """
+    stats, cpu = client.info("stats"), client.info("cpu")
+    persistence = client.info("persistence")
+    return {
+        "forks": float(stats.get("total_forks", 0)),
+        "aof_rewrites": float(persistence.get("aof_rewrites", 0)),
+        "children_cpu_s": float(cpu.get("used_cpu_user_children", 0))
+        + float(cpu.get("used_cpu_sys_children", 0)),
+        "latest_fork_ms": float(stats.get("latest_fork_usec", 0)) / 1000,
+    }
+
+
+def background_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """Forks, AOF rewrites and children's CPU between two :func:`redis_background` readings."""
+    out = {
+        name: round(after[name] - before[name], 2)
+        for name in ("forks", "aof_rewrites", "children_cpu_s")
+    }
+    out["latest_fork_ms"] = round(after["latest_fork_ms"], 1)
+    return out
+
+
 def redis_time(client: RedisClient) -> tuple[float, dict[str, float]]:
     """Redis' main-thread CPU seconds and the seconds spent in each command so far."""
     cpu = client.info("cpu")
