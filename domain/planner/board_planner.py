@@ -298,10 +298,8 @@ class BoardPlanner:
 
     def commit(self, plan: WritePlan) -> None:
         """Redis acknowledged ``plan``: the caches may now rely on it."""
-        for member, values in plan.cache_updates.items():
-            self._entries.put(member, values)
-        for member, attempts in plan.attempt_updates.items():
-            self._attempts.put(member, attempts)
+        self._entries.put_all(plan.cache_updates)
+        self._attempts.put_all(plan.attempt_updates)
         self._seats.update(plan.seat_updates)
         self._watermarks.update(plan.watermark_updates)
         for registry_key, added in plan.registry_updates.items():

@@ -39,6 +39,19 @@ class GenerationalCache(Generic[_V]):
             self._young = {}
         self._young[key] = value
 
+    def put_all(self, items: dict[tuple[str, str], _V]) -> None:
+        """:meth:`put` of every item, in order; one C-level update when none can evict.
+
+        ``put`` turns the generations over only when the young one is full and
+        the key is new to it; with room for every item that cannot happen, and
+        the update is the same as the loop.
+        """
+        if len(self._young) + len(items) <= self._capacity:
+            self._young.update(items)
+            return
+        for key, value in items.items():
+            self.put(key, value)
+
     def __len__(self) -> int:
         return len(self._young) + len(self._old)
 

@@ -18,13 +18,16 @@
 //!
 //! `judge.rs` (the validation rules' common case), `scan.rs` (the planner's first pass over a group), `fold.rs` (the planner's per-event fold), `zadd.rs` (the replay load's `ZADD` packing), `seen.rs` (the dedupe
 //! fingerprint layout's batch work), `members.rs` (a piece's changed members),
-//! `resp.rs` (commands as protocol bytes) and `changes.rs` (the change
-//! stream's JSON) are the other compiled pieces.
+//! `encode.rs` (a group write's script arguments), `reads.rs` (the dedupe
+//! lookups' read commands and replies), `resp.rs` (commands as protocol bytes)
+//! and `changes.rs` (the change stream's JSON) are the other compiled pieces.
 
 mod changes;
+mod encode;
 mod fold;
 mod judge;
 mod members;
+mod reads;
 mod resp;
 mod scan;
 mod seen;
@@ -505,8 +508,9 @@ fn field_positions(schema: &Schema) -> Option<([usize; 8], Option<usize>)> {
 /// validation rules' common case (`judge.rs`), and
 /// the replay load's `ZADD` packing (`zadd.rs`), the fingerprint dedupe
 /// layout's per-batch work (`seen.rs`), the planner's first pass (`scan.rs`) and per-event fold (`fold.rs`), a piece's changed members
-/// (`members.rs`), the commands' packing (`resp.rs`) and the change stream's
-/// JSON (`changes.rs`).
+/// (`members.rs`), a group write's script arguments (`encode.rs`), the dedupe
+/// lookups' reads (`reads.rs`), the commands' packing (`resp.rs`) and the change
+/// stream's JSON (`changes.rs`).
 #[pymodule]
 mod lb_native {
     #[pymodule_export]
@@ -514,11 +518,17 @@ mod lb_native {
     #[pymodule_export]
     use super::changes::changes_json;
     #[pymodule_export]
+    use super::encode::encode_head;
+    #[pymodule_export]
     use super::fold::FoldKernel;
     #[pymodule_export]
     use super::judge::JudgeKernel;
     #[pymodule_export]
     use super::members::diff_members;
+    #[pymodule_export]
+    use super::reads::seen_commands;
+    #[pymodule_export]
+    use super::reads::seen_values;
     #[pymodule_export]
     use super::resp::pack_command;
     #[pymodule_export]

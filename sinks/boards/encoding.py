@@ -23,15 +23,18 @@ from telemetry import hooks
 PER_COMMAND = 1000
 
 
-def key_indexer(keys: list[str]) -> Callable[[str], int]:
-    """Appends each new key to a script call's ``keys`` once; answers its ``KEYS[i]`` index."""
-    index: dict[str, int] = {}
+def key_indexer(keys: list[str], index: dict[str, int] | None = None) -> Callable[[str], int]:
+    """Appends each new key to a script call's ``keys`` once; answers its ``KEYS[i]`` index.
+
+    ``index`` goes on from keys already indexed (the compiled head's).
+    """
+    known: dict[str, int] = {} if index is None else index
 
     def key_index(key: str) -> int:
-        at = index.get(key)
+        at = known.get(key)
         if at is None:
             keys.append(key)
-            at = index[key] = len(keys)
+            at = known[key] = len(keys)
         return at
 
     return key_index
@@ -68,6 +71,13 @@ def outcomes(replies: list[Any]) -> list[int]:
 _SCORE = itemgetter(1)
 
 
+#: ``lb_native.encode_head`` when it is built: :func:`_head`, compiled
+#: (tests/unit/test_native_encode.py). Tests set it to None for the Python.
+HEAD_KERNEL: Callable[..., tuple[list[str], list[Any], dict[str, int]]] | None = getattr(
+    native_module(), "encode_head", None
+)
+
+
 def encode(
     write: GroupWrite, sort_members: bool = False, epoch: int = 0
 ) -> tuple[list[str], list[Any]]:
@@ -81,14 +91,41 @@ def encode(
     member, order-free. ``epoch`` is the writer's lease epoch (``domain.lease``),
     sent last with the group's fence key.
     """
+    if HEAD_KERNEL is not None:
+        order = _by_score if sort_members else None
+        keys, args, index = HEAD_KERNEL(write, order, PER_COMMAND, CHANGES_MAXLEN, changes_json)
+        key_index = key_indexer(keys, index)
+    else:
+        keys, args, key_index = _head(write, sort_members)
+    args += entry_metadata_args(write, key_index)
+    args.append(len(write.hdel))
+    for key, names in write.hdel.items():
+        args += [key_index(key), len(names), *names]
+    args += team_args(write, key_index)
+    distinct_args(write, key_index, args)
+    return fenced(keys, args, write, epoch)
+
+
+def _by_score(members: dict[str, int]) -> list[tuple[str, int]]:
+    """A board's ``(member, score)`` pairs in ascending score."""
+    return sorted(members.items(), key=_SCORE)
+
+
+def _head(
+    write: GroupWrite, sort_members: bool
+) -> tuple[list[str], list[Any], Callable[[str], int]]:
+    """The sections that grow with the write's events: watermark through change stream.
+
+    The reference of the compiled ``encode_head``; the keys, the arguments and
+    the key index the rest of :func:`encode` goes on with.
+    """
     keys: list[str] = [write.keys.watermarks, write.keys.stats, write.keys.boards]
     key_index = key_indexer(keys)
-
     field_name, offset = write.watermark
     args: list[Any] = [field_name, offset, write.expected, PER_COMMAND, len(write.zadd)]
     for key, members in write.zadd.items():
         args += [key_index(key), len(members)]
-        pairs = sorted(members.items(), key=_SCORE) if sort_members else members.items()
+        pairs = _by_score(members) if sort_members else members.items()
         for member, score in pairs:
             args += [score, member]
     args.append(len(write.zrem))
@@ -116,13 +153,7 @@ def encode(
         args.append(changes_json(write.changes))
     else:
         args.append(0)
-    args += entry_metadata_args(write, key_index)
-    args.append(len(write.hdel))
-    for key, names in write.hdel.items():
-        args += [key_index(key), len(names), *names]
-    args += team_args(write, key_index)
-    distinct_args(write, key_index, args)
-    return fenced(keys, args, write, epoch)
+    return keys, args, key_index
 
 
 def entry_metadata_args(write: GroupWrite, key_index: Callable[[str], int]) -> list[Any]:

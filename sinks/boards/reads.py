@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from adapters.redis import text
+from domain.compiled import compiled
 from domain.planner import LookupResults, Lookups
 
 #: Members or fields per read command: a read of a big batch is several short
@@ -30,6 +31,16 @@ def _spans(items: Sequence[str | bytes]) -> list[Sequence[str | bytes]]:
     return [items[at : at + READ_CHUNK] for at in range(0, len(items), READ_CHUNK)]
 
 
+#: ``lb_native.seen_commands`` and ``seen_values`` when built: :func:`_seen_commands`
+#: and :func:`_seen_values`, compiled (tests/unit/test_native_reads.py; None: Python).
+COMMANDS_KERNEL: Callable[..., list[tuple[Any, ...]]] | None = cast(
+    "Callable[..., list[tuple[Any, ...]]] | None", compiled("seen_commands")
+)
+VALUES_KERNEL: Callable[..., tuple[list[list[Any]], int]] | None = cast(
+    "Callable[..., tuple[list[list[Any]], int]] | None", compiled("seen_values")
+)
+
+
 def _seen_commands(
     seen: Sequence[tuple[str, Sequence[str | bytes]]], batched: bool
 ) -> list[tuple[Any, ...]]:
@@ -38,8 +49,11 @@ def _seen_commands(
     ``batched``: runs of short lookups (:data:`SHORT_READ`) share a
     :data:`READ_BAGS` call of up to :data:`READ_CHUNK` fields, a command and
     a reply instead of one per key (a standalone Redis; a cluster routes each
-    key by itself).
+    key by itself). Compiled when ``lb_native`` is built: a replayed history's
+    batch asks thousands of keys.
     """
+    if COMMANDS_KERNEL is not None:
+        return COMMANDS_KERNEL(seen, batched, SHORT_READ, READ_CHUNK, READ_BAGS)
     out: list[tuple[Any, ...]] = []
     keys: list[str] = []
     counts: list[int] = []
@@ -90,6 +104,30 @@ def read_commands(
     return out
 
 
+def _seen_values(
+    seen: Sequence[tuple[str, Sequence[str | bytes]]], answers: list[Any], at: int
+) -> tuple[list[list[Any]], int]:
+    """The dedupe lookups' values from ``answers[at]`` on, per lookup, and the next reply.
+
+    Raw: ids' record times, or fingerprint bags. Each command answers its
+    fields in order, whatever its chunking: replies are taken until every
+    field has one.
+    """
+    if VALUES_KERNEL is not None:
+        return VALUES_KERNEL(seen, answers, at)
+    need = sum(len(ids) for _, ids in seen)
+    values: list[Any] = []
+    while len(values) < need:
+        values += answers[at]
+        at += 1
+    out: list[list[Any]] = []
+    start = 0
+    for _, ids in seen:
+        out.append(values[start : start + len(ids)])
+        start += len(ids)
+    return out, at
+
+
 def parse_reads(
     many: Sequence[Lookups], skip: int, answers: list[Any]
 ) -> tuple[list[LookupResults], list[int | None]]:
@@ -110,17 +148,7 @@ def parse_reads(
         for value in answers[at : at + len(lookups.watermarks)]:
             got.watermarks.append(None if value is None else int(value))
         at += len(lookups.watermarks)
-        # Raw: ids' record times, or fingerprint bags. Each command answers its
-        # fields in order, whatever its chunking: take replies until every field has one.
-        need = sum(len(ids) for _, ids in lookups.seen)
-        values: list[Any] = []
-        while len(values) < need:
-            values += answers[at]
-            at += 1
-        start = 0
-        for _, ids in lookups.seen:
-            got.seen.append(values[start : start + len(ids)])
-            start += len(ids)
+        got.seen, at = _seen_values(lookups.seen, answers, at)
         for _, players in lookups.scores:
             # Doubles arrive as text (RESP2); composites stay below 2**53, exact.
             got.scores.append([None if v is None else float(v) for v in joined(players)])
