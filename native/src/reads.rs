@@ -104,7 +104,7 @@ fn flush<'py>(
 pub fn seen_values<'py>(
     py: Python<'py>,
     seen: &Bound<'py, PyAny>,
-    answers: &Bound<'py, PyList>,
+    answers: &Bound<'py, PyAny>,
     at: usize,
 ) -> PyResult<(Bound<'py, PyList>, usize)> {
     let mut sizes = Vec::new();

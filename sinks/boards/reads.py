@@ -105,7 +105,7 @@ def read_commands(
 
 
 def _seen_values(
-    seen: Sequence[tuple[str, Sequence[str | bytes]]], answers: list[Any], at: int
+    seen: Sequence[tuple[str, Sequence[str | bytes]]], answers: Sequence[Any], at: int
 ) -> tuple[list[list[Any]], int]:
     """The dedupe lookups' values from ``answers[at]`` on, per lookup, and the next reply.
 

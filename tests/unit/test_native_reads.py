@@ -86,6 +86,7 @@ def test_the_compiled_reads_build_and_take_what_the_python_does(
     taken = reads._seen_values(seen, answers, lead)
     with python():
         assert taken == reads._seen_values(seen, answers, lead)
+    assert reads._seen_values(seen, tuple(answers), lead) == taken  # any sequence of replies
     assert taken[1] == lead + len(expected)
     assert [len(v) for v in taken[0]] == [len(ids) for _, ids in seen]
 
