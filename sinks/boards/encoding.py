@@ -10,8 +10,9 @@ import json
 import re
 from collections.abc import Callable
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
+from domain.compiled import compiled
 from domain.keys import CHANGES_MAXLEN, entry_metadata_key
 from domain.lease import fence_key
 from domain.planner import Change, GroupWrite
@@ -73,8 +74,8 @@ _SCORE = itemgetter(1)
 
 #: ``lb_native.encode_head`` when it is built: :func:`_head`, compiled
 #: (tests/unit/test_native_encode.py). Tests set it to None for the Python.
-HEAD_KERNEL: Callable[..., tuple[list[str], list[Any], dict[str, int]]] | None = getattr(
-    native_module(), "encode_head", None
+HEAD_KERNEL: Callable[..., tuple[list[str], list[Any], dict[str, int]]] | None = cast(
+    "Callable[..., tuple[list[str], list[Any], dict[str, int]]] | None", compiled("encode_head")
 )
 
 
