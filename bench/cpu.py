@@ -36,13 +36,14 @@ import sys
 import time
 import zlib
 from collections import defaultdict
+from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench.common import COUNTED, Scratch, base_settings, counted, emit, log, run_id
 from bench.workloads import WORKLOADS, shape
 from config.clients import redis_client
-from config.heap import tune_for_streaming
+from config.heap import collector_paused, tune_for_streaming
 from config.settings import Settings
 from domain.games import GameCatalog
 from domain.planner import BoardPlanner, LookupResults, PlanRound
@@ -87,9 +88,18 @@ def _batches(
 
 
 def measure(
-    workload: str, events: int, players: int, profile: int, engines: list[str]
+    workload: str,
+    events: int,
+    players: int,
+    profile: int,
+    engines: list[str],
+    paused: bool = True,
 ) -> list[dict[str, Any]]:
-    """One shape's stage times (and profile) over ``events`` records, once per engine."""
+    """One shape's stage times (and profile) over ``events`` records, once per engine.
+
+    ``paused``: each batch's planning and writing run with the collector
+    paused, as in the job (``config.heap.collector_paused``).
+    """
     settings = base_settings()
     keyring = parse_keyring(settings.hmac_keys.reveal())
     codec = ScoreEventCodec.from_registry()
@@ -109,7 +119,7 @@ def measure(
     batches = _batches(records, partitions, settings.batch_max)
     del generated
     return [
-        _run(workload, engine, len(records), batches, expected, profile, settings)
+        _run(workload, engine, len(records), batches, expected, profile, settings, paused)
         for engine in engines
     ]
 
@@ -122,6 +132,7 @@ def _run(
     expected: int,
     profile: int,
     settings: Settings,
+    paused: bool = True,
 ) -> dict[str, Any]:
     """The stages over ``batches`` with the decode + verify engine ``engine``."""
     keyring = parse_keyring(settings.hmac_keys.reveal())
@@ -142,19 +153,20 @@ def _run(
         cpu0 = time.process_time()
         wall0 = clock()
         for partition, chunk in batches:
-            t0 = clock()
-            checked = validator.check_batch(RecordBatch("t", partition, tuple(chunk)))
-            t1 = clock()
-            round_ = PlanRound(planner, [checked])
-            t2 = clock()
-            got = store.read_many(round_.lookups) if round_.lookups[0] else [LookupResults()]
-            t3 = clock()
-            plans = round_.plan(got)
-            t4 = clock()
-            store.apply_many(plans)
-            t5 = clock()
-            round_.commit()
-            t6 = clock()
+            with collector_paused() if paused else nullcontext():
+                t0 = clock()
+                checked = validator.check_batch(RecordBatch("t", partition, tuple(chunk)))
+                t1 = clock()
+                round_ = PlanRound(planner, [checked])
+                t2 = clock()
+                got = store.read_many(round_.lookups) if round_.lookups[0] else [LookupResults()]
+                t3 = clock()
+                plans = round_.plan(got)
+                t4 = clock()
+                store.apply_many(plans)
+                t5 = clock()
+                round_.commit()
+                t6 = clock()
             for name, spent in zip(
                 STAGES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5), strict=True
             ):
@@ -204,9 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--collector",
-        choices=("tuned", "default"),
+        choices=("tuned", "unpaused", "default"),
         default="tuned",
-        help="the garbage collector as the job sets it (config/heap.py) or CPython's defaults",
+        help="the garbage collector as the job sets it (config/heap.py: a higher young "
+        "threshold, paused within each batch), the threshold without the pause, or "
+        "CPython's defaults",
     )
     args = parser.parse_args(argv)
     if args.decoder is None:
@@ -220,12 +234,13 @@ def main(argv: list[str] | None = None) -> int:
         print("--decoder native: lb_native is not built (scripts/bootstrap.sh)", file=sys.stderr)
         return 2
     names = list(WORKLOADS) if args.workload == "all" else [args.workload]
-    if args.collector == "tuned":
+    if args.collector != "default":
         tune_for_streaming()
+    paused = args.collector == "tuned"
     results = [
         result
         for name in names
-        for result in measure(name, args.events, args.players, args.profile, engines)
+        for result in measure(name, args.events, args.players, args.profile, engines, paused)
     ]
     for result in results:
         if "profile" in result:

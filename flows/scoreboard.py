@@ -26,7 +26,7 @@ from bytewax.outputs import Sink
 
 from adapters.redis import RedisClient
 from config.clients import job_redis_client
-from config.heap import tune_for_streaming
+from config.heap import collector_paused, tune_for_streaming
 from config.settings import Settings
 from domain.backoff import Backoff
 from domain.errors import LeaderboardError
@@ -293,7 +293,10 @@ def build(
         fence=fence,
         games=config.catalog.lookup,
     )
-    flow = wire(source, validator.check_batch, boards, letters, profiles[1] if profiles else None)
+    # A batch's records live until its boards are written: no collection walks
+    # them on the way (config/heap.py; the board sink pauses the collector too).
+    validate = collector_paused()(validator.check_batch)
+    flow = wire(source, validate, boards, letters, profiles[1] if profiles else None)
     # The flow is built once per worker process, before it consumes anything.
     tune_for_streaming()
     return flow

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from config.heap import collector_paused
 from domain.errors import ServiceError
 from domain.planner import BoardPlanner, LookupResults, Lookups, PlanRound, WritePlan
 from domain.records import Accepted, CheckedBatch, RecordBatch
@@ -38,6 +39,7 @@ def apply_replayed(
     apply_round([batch], validator, planner, store, keep, namespace, adjust)
 
 
+@collector_paused()  # config/heap.py: a round's objects live until it is written
 def apply_round(
     batches: Sequence[RecordBatch],
     validator: Validator,

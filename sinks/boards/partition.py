@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 from bytewax.outputs import StatelessSinkPartition
 
+from config.heap import collector_paused
 from domain.errors import Deposed, RetryBudgetExceeded
 from domain.keys import watermark_field
 from domain.planner import BoardPlanner, PlanRound, WritePlan
@@ -55,7 +56,8 @@ class BoardPartition(StatelessSinkPartition[CheckedBatch]):
     def write_batch(self, items: Sequence[CheckedBatch]) -> None:
         """Project every batch (see :meth:`_write`); an outage past its budget ends the job."""
         try:
-            self._write(items)
+            with collector_paused():
+                self._write(items)
         except RetryBudgetExceeded as exc:
             give_up(exc)
         except Deposed as exc:
