@@ -56,7 +56,7 @@ class BoardPartition(StatelessSinkPartition[CheckedBatch]):
     def write_batch(self, items: Sequence[CheckedBatch]) -> None:
         """Project every batch (see :meth:`_write`); an outage past its budget ends the job."""
         try:
-            with collector_paused():
+            with collector_paused():  # config/heap.py: a batch lives until it is written
                 self._write(items)
         except RetryBudgetExceeded as exc:
             give_up(exc)
