@@ -16,7 +16,6 @@ from domain.compiled import compiled
 from domain.keys import CHANGES_MAXLEN, entry_metadata_key
 from domain.lease import fence_key
 from domain.planner import Change, GroupWrite
-from schemas.decode_verify import native_module
 from telemetry import hooks
 
 #: Members per ZADD/ZREM/HSET/SADD call inside the script (Lua's ``unpack`` takes
@@ -248,8 +247,8 @@ _PLAIN = re.compile(r"[A-Za-z0-9._:@-]*")
 
 #: ``lb_native.changes_json`` when it is built: :func:`changes_json`'s text, compiled
 #: (tests/unit/test_native_changes.py); None back for what it leaves to Python.
-_COMPILED_CHANGES: Callable[[list[Change]], str | None] | None = getattr(
-    native_module(), "changes_json", None
+_COMPILED_CHANGES: Callable[[list[Change]], str | None] | None = cast(
+    "Callable[[list[Change]], str | None] | None", compiled("changes_json")
 )
 
 
