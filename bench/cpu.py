@@ -167,6 +167,9 @@ def _run(
                 t5 = clock()
                 round_.commit()
                 t6 = clock()
+                # Freed here, as the sink's round ends with its call: the collection
+                # after the block then walks only what the batch left alive.
+                del checked, round_, got, plans
             for name, spent in zip(
                 STAGES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5), strict=True
             ):

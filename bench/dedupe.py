@@ -177,6 +177,7 @@ def one_pass(
             plans = round_.plan(got)
             store.apply_many(plans)
             round_.commit()
+            del round_, got, plans  # freed inside, as the sink's round (bench/cpu.py)
     job_s, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     redis_s = _redis_cpu_s(client) - redis0
     calls1 = _commandstats(client)
