@@ -49,7 +49,7 @@ boards = st.dictionaries(st.text(min_size=1, max_size=12), scores, max_size=60)
 
 
 @given(board=boards, chunk=st.integers(min_value=1, max_value=7))
-def test_every_member_once_in_score_order_each_score_the_same_double(
+def test_every_member_once_in_redis_order_each_score_the_same_double(
     board: dict[str, Score], chunk: int
 ) -> None:
     got = commands(packer()("ns:g:alltime", board, chunk))
@@ -61,7 +61,16 @@ def test_every_member_once_in_score_order_each_score_the_same_double(
         pairs += [(float(s), m.decode()) for s, m in zip(words[2::2], words[3::2], strict=True)]
     assert sorted(m for _, m in pairs) == sorted(board)
     assert all(score == float(board[member]) for score, member in pairs)
-    assert [s for s, _ in pairs] == sorted(s for s, _ in pairs)
+    # Redis' own order: by score (-0.0 and 0.0 are one), a tie by the member's bytes.
+    assert pairs == sorted(pairs, key=lambda pair: (pair[0], pair[1].encode()))
+
+
+def test_a_tie_comes_in_member_order_whatever_the_dict_order() -> None:
+    board: dict[str, Score] = {f"p{i:05d}": 7 for i in reversed(range(2_000))}
+    board.update({"z": -0.0, "a": 0.0, "m": 0})
+    words = [w for call in commands(packer()("b", board, 333)) for w in call[3::2]]
+    assert words[:3] == [b"a", b"m", b"z"]
+    assert words[3:] == sorted(words[3:]) and len(words) == 2_003
 
 
 def test_a_large_board_comes_in_full_calls_and_len_counts_its_members() -> None:
