@@ -170,6 +170,15 @@ class Load(threading.Thread):
         self._poller.join(timeout=180)
 
 
+def phases_cell(report: dict[str, Any]) -> str:
+    """The command's phases in seconds, as its report gives them (n/a: a report without)."""
+    phases = report.get("phases_s")
+    if not phases:
+        return "n/a"
+    names = ("replay", "load", "catch_up_and_cut_over")
+    return " / ".join(f"{phases[n]:.0f}" if n in phases else "-" for n in names)
+
+
 def _ms(values: list[float]) -> dict[str, Any]:
     ordered = sorted(values)
     return {
@@ -380,6 +389,7 @@ def markdown(summary: dict[str, Any]) -> str:
                     n,
                     _command_line(run),
                     f"{run['seconds']}",
+                    phases_cell(report),
                     fmt_int(report["records_replayed"] / max(run["seconds"], 1e-9)),
                     _redis_cpu(run),
                     _forks(run),
@@ -410,6 +420,7 @@ def markdown(summary: dict[str, Any]) -> str:
             "players",
             "command",
             "seconds",
+            "replay / load / catch-up and cut-over s",
             "records/s",
             "Redis CPU s",
             "Redis forks (children's CPU)",
@@ -457,12 +468,14 @@ players plus a probe event of a new player every {int(PROBE_EVERY_S * 1000)} ms,
 `lb rebuild` (with each process count) and then `lb backfill --game {GAME}` each
 replay the log into staging keys,
 catch up with the live head and cut every board group over atomically with its
-watermarks. Time is process start to exit. Cut-over "strict": within `--strict-for`
-(5 s) of reaching the head, with watermarks the live job noticed at its next write;
-"relaxed": later, behind the live job, which healed the group by re-reading the
-records after the replay's last offset; "equal": a watermark the live job could not
-notice (docs/RELIABILITY.md). "exactly once": afterwards the counters equal every
-record produced and the all-time board has N + probes members.
+watermarks. Time is process start to exit; its phases are the command's own
+(`phases_s` in its report): reading and folding the log in memory, loading the fold
+into Redis, then reading on to the live head and cutting over. Cut-over "strict":
+within `--strict-for` (5 s) of reaching the head, with watermarks the live job
+noticed at its next write; "relaxed": later, behind the live job, which healed the
+group by re-reading the records after the replay's last offset; "equal": a watermark
+the live job could not notice (docs/RELIABILITY.md). "exactly once": afterwards the
+counters equal every record produced and the all-time board has N + probes members.
 
 {runs}
 

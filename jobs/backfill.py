@@ -172,6 +172,8 @@ class BackfillReport:
     other_topic: list[str] = field(default_factory=list)
     filled: dict[str, FillResult] = field(default_factory=dict)
     seconds: float = 0.0
+    #: Where the seconds went, phase by phase (:func:`phase_seconds`).
+    phases: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -179,6 +181,7 @@ class BackfillReport:
             "records_replayed": self.records,
             "groups": len(self.groups),
             "seconds": round(self.seconds, 2),
+            "phases_s": {name: round(s, 2) for name, s in self.phases.items()},
         }
         if self.relaxed:
             out["cut_over_relaxed"] = self.relaxed
@@ -190,6 +193,26 @@ class BackfillReport:
             out["boards_moved"] = {t: r.moved for t, r in self.filled.items() if r.moved}
             out["boards_kept_live"] = {t: r.kept for t, r in self.filled.items() if r.kept}
         return out
+
+
+def phase_seconds(
+    mode: Mode, started: float, load_started: float | None, replayed: float, ended: float
+) -> dict[str, float]:
+    """A run's seconds by phase, consecutive, so that they add up to the whole run.
+
+    ``replay``: reading and folding the planned ranges (and the head, where the
+    replay processes followed it); ``load``: the fold going into Redis, from its
+    first command to the end of the replay (absent when nothing was folded in
+    memory); then the rest: in replace mode ``catch_up_and_cut_over`` (reading on
+    from where the replay stopped, and the groups cut over), in fill mode
+    ``move_in`` (the missing boards moved into the live groups). The times are
+    readings of one monotonic clock.
+    """
+    out = {"replay": (replayed if load_started is None else load_started) - started}
+    if load_started is not None:
+        out["load"] = replayed - load_started
+    out["move_in" if mode is Mode.FILL else "catch_up_and_cut_over"] = ended - replayed
+    return out
 
 
 class Backfill:
@@ -262,6 +285,7 @@ class Backfill:
         try:
             if self._plan.mode is Mode.FILL:
                 self._replay_planned(int(self._now_s()) + self._keep_s)
+                replayed = time.monotonic()
                 for tag in sorted(tags(self._client, self._staging)):
                     report.filled[tag] = fill_group(
                         self._client, self._staging, self._live, tag, self._plan.windows
@@ -270,12 +294,17 @@ class Backfill:
                     self._recount(tag)
             else:
                 self._replay_planned(None)
+                replayed = time.monotonic()
                 self._follow_and_replace(report)
             self._line(force=True)
         finally:
             drop_namespace(self._client, self._staging)
+        ended = time.monotonic()
         report.records = self._records
-        report.seconds = time.monotonic() - self._started
+        report.seconds = ended - self._started
+        report.phases = phase_seconds(
+            self._plan.mode, self._started, self._load_started, replayed, ended
+        )
         return report
 
     # -- replaying ---------------------------------------------------------------------

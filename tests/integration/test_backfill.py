@@ -56,6 +56,11 @@ def _backfill(env: dict[str, str], *args: str) -> dict[str, Any]:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "records" in done.stderr and "ETA" in done.stderr  # progress on stderr
     report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    # Folded in memory, loaded, then the rest; the phases add up to the run.
+    last = "move_in" if report["mode"] == "fill" else "catch_up_and_cut_over"
+    phases = report["phases_s"]
+    assert list(phases) == ["replay", "load", last] and min(phases.values()) >= 0
+    assert abs(sum(phases.values()) - report["seconds"]) < 0.05
     return report
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.backfill import _baseline_cells, last_report
+from bench.backfill import _baseline_cells, last_report, phases_cell
 
 REPORT = '{"namespace": "lb", "mode": "replace", "records_replayed": 10, "seconds": 1.5}'
 
@@ -35,3 +35,10 @@ def test_the_baseline_row_shows_cores_and_cpu_per_event_or_says_what_was_not_mea
     }
     assert _baseline_cells(size) == ["0.29 (284)", "n/a", "0.12 (118)"]
     assert _baseline_cells({}) == ["n/a", "n/a", "n/a"]
+
+
+def test_the_phases_cell_shows_the_reports_phases_in_order_or_says_there_were_none() -> None:
+    report = {"phases_s": {"replay": 139.6, "load": 87.2, "catch_up_and_cut_over": 16.1}}
+    assert phases_cell(report) == "140 / 87 / 16"
+    assert phases_cell({"phases_s": {"replay": 4.0, "catch_up_and_cut_over": 1.0}}) == "4 / - / 1"
+    assert phases_cell({"seconds": 1.5}) == "n/a"
